@@ -1,0 +1,1 @@
+"""Pure functions shared by the server and the agent: same inputs, same answers, no I/O."""

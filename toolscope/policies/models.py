@@ -1,0 +1,225 @@
+"""A project's tool catalog and the policy that decides which tools an agent sends."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import models
+
+from toolscope.telemetry.models import Project
+
+
+class ToolScope(models.TextChoices):
+    READ_ONLY = "read_only", "read only"
+    WRITE = "write", "write"
+
+
+class OnSchemaError(models.TextChoices):
+    RETURN_ERROR = "return_error", "return the error to the model"
+    RAISE = "raise", "raise in the agent"
+    COERCE = "coerce", "coerce arguments"
+
+
+class Tool(models.Model):
+    """A tool of a project's catalog, with its current schema and per-tool settings."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="tools")
+    name = models.CharField(max_length=200)
+    description = models.TextField(blank=True)
+    input_schema = models.JSONField(default=dict, blank=True)
+    source = models.CharField(max_length=200, blank=True, help_text="e.g. local, or an MCP server's name.")
+    schema_hash = models.CharField(max_length=64, blank=True, db_index=True)
+    schema_tokens = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Tokens of the definition as sent in a provider's tools array."
+    )
+    first_seen_at = models.DateTimeField(auto_now_add=True)
+    last_seen_at = models.DateTimeField(auto_now=True)
+
+    # Per-tool settings, served to agents in the policy's "tools" section.
+    scope = models.CharField(max_length=16, choices=ToolScope.choices, default=ToolScope.READ_ONLY)
+    requires_approval = models.BooleanField(default=False)
+    redact = models.JSONField(default=list, blank=True, help_text="Argument names replaced by [REDACTED].")
+    max_result_tokens = models.PositiveIntegerField(null=True, blank=True)
+    on_schema_error = models.CharField(
+        max_length=16, choices=OnSchemaError.choices, default=OnSchemaError.RETURN_ERROR
+    )
+    # {"max_attempts": 3, "backoff_seconds": 1.0, "on": ["timeout"]}
+    retry_policy = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [models.UniqueConstraint(fields=["project", "name"], name="tool_project_name_unique")]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class ToolVersion(models.Model):
+    """Every schema a tool has had; a new schema hash adds a row, history is never rewritten."""
+
+    tool = models.ForeignKey(Tool, on_delete=models.CASCADE, related_name="versions")
+    schema_hash = models.CharField(max_length=64)
+    description = models.TextField(blank=True)
+    input_schema = models.JSONField(default=dict)
+    schema_tokens = models.PositiveIntegerField(null=True, blank=True)
+    first_seen_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["tool", "-first_seen_at"]
+        constraints = [
+            models.UniqueConstraint(fields=["tool", "schema_hash"], name="toolversion_hash_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.tool.name}@{self.schema_hash[:8]}"
+
+
+class SelectionMode(models.TextChoices):
+    ALL = "all", "all: send every allowed tool"
+    CONTEXT_RULES = "context_rules", "context rules: always-on set + groups matched on the task"
+    PROGRESSIVE = "progressive", "progressive: menu of every tool, schemas of activated ones"
+    TOOL_SEARCH = "tool_search", "tool search: tiny always-on set + a tool_search meta-tool"
+
+
+class Policy(models.Model):
+    """The draft policy of a project. Publishing freezes it into a PolicyVersion."""
+
+    project = models.OneToOneField(Project, on_delete=models.CASCADE, related_name="policy")
+    mode = models.CharField(max_length=16, choices=SelectionMode.choices, default=SelectionMode.ALL)
+    always_on = models.ManyToManyField(Tool, blank=True, related_name="always_on_in")
+    sticky_discovered = models.BooleanField(
+        default=True, help_text="Tools discovered earlier in a session stay loaded."
+    )
+    hint_prefix = models.CharField(max_length=4, default="$", help_text="Progressive mode's activation hint.")
+    search_top_k = models.PositiveSmallIntegerField(
+        default=8, validators=[MinValueValidator(1), MaxValueValidator(20)]
+    )
+    search_max_top_k = models.PositiveSmallIntegerField(
+        default=20, validators=[MinValueValidator(1), MaxValueValidator(20)]
+    )
+    provider_search = models.BooleanField(
+        default=False, help_text="Ask the provider's own tool search (Anthropic defer_loading)."
+    )
+    suppress_duplicates = models.BooleanField(default=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    updated_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta:
+        verbose_name_plural = "policies"
+
+    def __str__(self) -> str:
+        return f"{self.project} draft policy"
+
+
+class ToolGroup(models.Model):
+    policy = models.ForeignKey(Policy, on_delete=models.CASCADE, related_name="groups")
+    name = models.SlugField(max_length=64)
+    description = models.CharField(max_length=200, blank=True)
+    tools = models.ManyToManyField(Tool, blank=True, related_name="groups")
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [models.UniqueConstraint(fields=["policy", "name"], name="toolgroup_name_unique")]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class ContextRule(models.Model):
+    """Ordered: keywords (whole words) and/or a regex on the task message select groups."""
+
+    policy = models.ForeignKey(Policy, on_delete=models.CASCADE, related_name="context_rules")
+    position = models.PositiveIntegerField(default=0)
+    name = models.CharField(max_length=100)
+    keywords = models.JSONField(default=list, blank=True)
+    regex = models.CharField(max_length=200, blank=True)
+    groups = models.ManyToManyField(ToolGroup, blank=True, related_name="context_rules")
+    enabled = models.BooleanField(default=True)
+
+    class Meta:
+        ordering = ["policy", "position", "id"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def clean(self) -> None:
+        if not self.keywords and not self.regex:
+            raise ValidationError("A context rule needs keywords, a regex, or both.")
+
+
+class CompactionStrategy(models.TextChoices):
+    HEAD_TAIL = "head_tail", "head + tail"
+    HEAD = "head", "head"
+    TAIL = "tail", "tail"
+    JSON_PRUNE = "json_prune", "JSON prune (keep structure)"
+    DEDUPE_LINES = "dedupe_lines", "dedupe repeated lines"
+
+
+class CompactionRule(models.Model):
+    policy = models.ForeignKey(Policy, on_delete=models.CASCADE, related_name="compaction_rules")
+    position = models.PositiveIntegerField(default=0)
+    tools = models.CharField(max_length=200, help_text="Tool name glob, e.g. bash* or mcp_github_*.")
+    max_tokens = models.PositiveIntegerField(validators=[MinValueValidator(16)])
+    strategy = models.CharField(
+        max_length=16, choices=CompactionStrategy.choices, default=CompactionStrategy.HEAD_TAIL
+    )
+
+    class Meta:
+        ordering = ["policy", "position", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.tools} → {self.max_tokens} ({self.strategy})"
+
+
+class PolicyVersion(models.Model):
+    """A published policy, frozen: its document is what agents receive and never changes."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="policy_versions")
+    number = models.PositiveIntegerField()
+    document = models.JSONField()
+    etag = models.CharField(max_length=64)
+    comment = models.CharField(max_length=500, blank=True)
+    published_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    published_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["project", "-number"]
+        constraints = [
+            models.UniqueConstraint(fields=["project", "number"], name="policyversion_number_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.project} v{self.number}"
+
+    def save(self, *args, **kwargs) -> None:
+        if self.pk is not None and not kwargs.get("force_insert"):
+            raise ValidationError("A published policy version is immutable; publish a new one.")
+        super().save(*args, **kwargs)
+
+
+class PolicyLabel(models.Model):
+    """A name (production, staging, ...) pointing at a version; moving it back is a rollback."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="policy_labels")
+    name = models.SlugField(max_length=64)
+    version = models.ForeignKey(PolicyVersion, on_delete=models.PROTECT, related_name="labels")
+    updated_at = models.DateTimeField(auto_now=True)
+    updated_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta:
+        ordering = ["project", "name"]
+        constraints = [models.UniqueConstraint(fields=["project", "name"], name="policylabel_name_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.project}:{self.name} → v{self.version.number}"
+
+    def clean(self) -> None:
+        if self.version_id and self.version.project_id != self.project_id:
+            raise ValidationError({"version": "The version belongs to another project."})

@@ -1,0 +1,213 @@
+"""toolscope settings, read from the environment.
+
+With nothing set, toolscope runs on the embedded default: a SQLite file beside manage.py, Celery
+tasks executed eagerly in-process, DEBUG on, served on 127.0.0.1. Production
+(TOOLSCOPE_ENV=production) refuses to start with any of those conveniences.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+from toolscope.env import (
+    env_bool,
+    env_choice,
+    env_int,
+    env_list,
+    env_origins,
+    env_str,
+    env_url,
+)
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+TOOLSCOPE_ENV = env_choice("TOOLSCOPE_ENV", "development", ("development", "production", "test"))
+PRODUCTION = TOOLSCOPE_ENV == "production"
+
+# Known only to this file: production refuses it.
+_DEFAULT_SECRET_KEY = "toolscope-insecure-development-key-do-not-use-in-production"
+SECRET_KEY = env_str("SECRET_KEY", _DEFAULT_SECRET_KEY)
+DEBUG = env_bool("DEBUG", not PRODUCTION)
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost"])
+CSRF_TRUSTED_ORIGINS = env_origins("CSRF_TRUSTED_ORIGINS", [])
+
+# --- Database -------------------------------------------------------------------------------
+_database_url = env_url("DATABASE_URL", ("postgres", "postgresql", "sqlite"))
+if _database_url is None:
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": env_str("TOOLSCOPE_SQLITE_PATH", str(BASE_DIR / "toolscope.sqlite3")),
+            # The embedded default writes from the web thread and eager tasks at once.
+            "OPTIONS": {"timeout": 20},
+        }
+    }
+else:
+    DATABASES = {"default": dj_database_url.parse(_database_url, conn_max_age=60)}
+    if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+        DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# --- Celery ---------------------------------------------------------------------------------
+CELERY_BROKER_URL = env_url("CELERY_BROKER_URL", ("redis", "rediss", "amqp", "memory"))
+CELERY_RESULT_BACKEND = env_url("CELERY_RESULT_BACKEND", ("redis", "rediss"))
+# No broker configured: run tasks in-process, which is what a newcomer's first run needs.
+CELERY_TASK_ALWAYS_EAGER = CELERY_BROKER_URL is None
+CELERY_TASK_EAGER_PROPAGATES = True
+CELERY_TASK_SERIALIZER = "json"
+CELERY_RESULT_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+# A task is acknowledged only once it has run, so a killed worker's task is delivered again.
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_SOFT_TIME_LIMIT = env_int("CELERY_TASK_SOFT_TIME_LIMIT", 120, minimum=1)
+CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", 150, minimum=1)
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# The API must keep answering while the broker is down; the sweeper delivers later.
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 600, "socket_connect_timeout": 2}
+CELERY_TIMEZONE = "UTC"
+_HEARTBEAT_SECONDS = env_int("WORKER_HEARTBEAT_SECONDS", 30, minimum=1)
+CELERY_BEAT_SCHEDULE = {
+    # Liveness shown on /readyz: proves beat -> broker -> worker -> shared cache end to end.
+    # Expires before the next one is due, so a backlog never runs stale heartbeats.
+    "heartbeat": {
+        "task": "workers.heartbeat",
+        "schedule": float(_HEARTBEAT_SECONDS),
+        "options": {"expires": max(1, _HEARTBEAT_SECONDS - 1)},
+    },
+}
+
+# --- Cache ----------------------------------------------------------------------------------
+_cache_url = env_url("CACHE_URL", ("redis", "rediss", "locmem"))
+if _cache_url is None or _cache_url.startswith("locmem"):
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+else:
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": _cache_url,
+            "KEY_PREFIX": "toolscope",
+        }
+    }
+
+# --- Django ---------------------------------------------------------------------------------
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "whitenoise.runserver_nostatic",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "toolscope.telemetry",
+    "toolscope.policies",
+    "api",
+    "dashboard",
+    "workers",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "toolscope.urls"
+WSGI_APPLICATION = "toolscope.wsgi.application"
+ASGI_APPLICATION = "toolscope.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = BASE_DIR / "staticfiles"
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {
+        "BACKEND": (
+            "whitenoise.storage.CompressedManifestStaticFilesStorage"
+            if PRODUCTION
+            else "django.contrib.staticfiles.storage.StaticFilesStorage"
+        )
+    },
+}
+
+LOGIN_URL = "admin:login"
+
+REST_FRAMEWORK = {
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_AUTHENTICATION_CLASSES": [],
+    "DEFAULT_PERMISSION_CLASSES": [],
+    "UNAUTHENTICATED_USER": None,
+}
+
+SPECTACULAR_SETTINGS = {
+    "TITLE": "toolscope API",
+    "DESCRIPTION": "Tool-call telemetry in, tool policies out.",
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+}
+
+# --- Production guard -----------------------------------------------------------------------
+if PRODUCTION:
+    if DEBUG:
+        raise ImproperlyConfigured("DEBUG must be off when TOOLSCOPE_ENV=production.")
+    if SECRET_KEY == _DEFAULT_SECRET_KEY or len(SECRET_KEY) < 32:
+        raise ImproperlyConfigured(
+            "SECRET_KEY must be set to a random value of at least 32 characters when "
+            "TOOLSCOPE_ENV=production."
+        )
+    if DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":
+        raise ImproperlyConfigured("DATABASE_URL must point at PostgreSQL when TOOLSCOPE_ENV=production.")
+    if CELERY_BROKER_URL is None:
+        raise ImproperlyConfigured("CELERY_BROKER_URL must be set when TOOLSCOPE_ENV=production.")
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", True)
+    CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", True)

@@ -1,0 +1,254 @@
+"""Projects, their members and API keys, and the telemetry agents send them."""
+
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.core.validators import MinValueValidator
+from django.db import models
+
+
+class Encoding(models.TextChoices):
+    O200K_BASE = "o200k_base", "o200k_base (GPT-4o and later)"
+    CL100K_BASE = "cl100k_base", "cl100k_base (GPT-4, GPT-3.5)"
+
+
+class Project(models.Model):
+    slug = models.SlugField(max_length=64, unique=True)
+    name = models.CharField(max_length=200)
+    encoding = models.CharField(max_length=32, choices=Encoding.choices, default=Encoding.O200K_BASE)
+    context_window = models.PositiveIntegerField(
+        default=200_000, validators=[MinValueValidator(1024)], help_text="Tokens the model accepts."
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["slug"]
+
+    def __str__(self) -> str:
+        return self.slug
+
+
+class Role(models.TextChoices):
+    VIEWER = "viewer", "Viewer"
+    EDITOR = "editor", "Editor"
+    ADMIN = "admin", "Admin"
+
+
+class Membership(models.Model):
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="memberships")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
+    role = models.CharField(max_length=16, choices=Role.choices, default=Role.VIEWER)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["project", "user"], name="membership_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.user} ({self.role}) in {self.project}"
+
+
+class Scope(models.TextChoices):
+    INGEST = "ingest", "ingest"
+    POLICY_READ = "policy:read", "policy:read"
+    ADMIN = "admin", "admin"
+
+
+class ApiKey(models.Model):
+    """A project's API key. Only a SHA-256 of the secret is stored; see services/api_keys.py."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="api_keys")
+    name = models.CharField(max_length=100)
+    prefix = models.CharField(max_length=16, unique=True, help_text="Visible start of the key.")
+    secret_hash = models.CharField(max_length=64, editable=False)
+    scopes = models.JSONField(default=list)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        verbose_name = "API key"
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.prefix}…)"
+
+    @property
+    def is_active(self) -> bool:
+        return self.revoked_at is None
+
+    def has_scope(self, scope: str) -> bool:
+        return scope in self.scopes or Scope.ADMIN in self.scopes
+
+
+class Session(models.Model):
+    """One run of an agent, as the agent identified it (client_id)."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="sessions")
+    client_id = models.CharField(max_length=200)
+    agent_name = models.CharField(max_length=200, blank=True)
+    model = models.CharField(max_length=200, blank=True)
+    started_at = models.DateTimeField()
+    ended_at = models.DateTimeField(null=True, blank=True)
+    metadata = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["project", "client_id"], name="session_client_id_unique")
+        ]
+        indexes = [
+            models.Index(fields=["project", "-started_at"], name="session_project_started"),
+            models.Index(fields=["project", "agent_name", "-started_at"], name="session_project_agent"),
+        ]
+
+    def __str__(self) -> str:
+        return self.client_id
+
+
+class Turn(models.Model):
+    """One model request inside a session."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+")
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="turns")
+    client_id = models.CharField(max_length=200)
+    index = models.PositiveIntegerField()
+    model = models.CharField(max_length=200, blank=True)
+    started_at = models.DateTimeField()
+    # [{"name": ..., "schema_hash": ...}] in the order the agent sent them.
+    advertised_tools = models.JSONField(default=list, blank=True)
+    input_tokens = models.PositiveIntegerField(null=True, blank=True, help_text="As the provider reported.")
+    output_tokens = models.PositiveIntegerField(null=True, blank=True, help_text="As the provider reported.")
+    cached_tokens = models.PositiveIntegerField(null=True, blank=True, help_text="As the provider reported.")
+    latency_ms = models.PositiveIntegerField(null=True, blank=True)
+    system_prompt_chars = models.PositiveIntegerField(null=True, blank=True)
+    task_message = models.TextField(blank=True, help_text="The user message that started the task.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["project", "client_id"], name="turn_client_id_unique"),
+            models.UniqueConstraint(fields=["session", "index"], name="turn_session_index_unique"),
+        ]
+        indexes = [models.Index(fields=["project", "-started_at"], name="turn_project_started")]
+        ordering = ["session_id", "index"]
+
+    def __str__(self) -> str:
+        return f"{self.session_id}#{self.index}"
+
+
+class ToolCallStatus(models.TextChoices):
+    OK = "ok", "ok"
+    ERROR = "error", "error"
+    DENIED = "denied", "denied"
+    UNKNOWN_TOOL = "unknown_tool", "unknown tool"
+    SCHEMA_ERROR = "schema_error", "schema error"
+
+
+class Approval(models.TextChoices):
+    NOT_REQUIRED = "not_required", "not required"
+    APPROVED = "approved", "approved"
+    DENIED = "denied", "denied"
+    TIMED_OUT = "timed_out", "timed out"
+
+
+class ToolCall(models.Model):
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+")
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="tool_calls")
+    turn = models.ForeignKey(Turn, null=True, blank=True, on_delete=models.SET_NULL, related_name="tool_calls")
+    turn_index = models.PositiveIntegerField()
+    client_id = models.CharField(max_length=200, help_text="The event id the agent sent.")
+    call_id = models.CharField(max_length=200, blank=True, help_text="The provider's tool call id.")
+    tool_name = models.CharField(max_length=200)
+    arguments = models.JSONField(default=dict, blank=True)
+    output = models.TextField(blank=True)
+    # Set when the output was compacted: the original is kept on the artifact.
+    artifact = models.OneToOneField(
+        "Artifact", null=True, blank=True, on_delete=models.SET_NULL, related_name="tool_call"
+    )
+    status = models.CharField(max_length=16, choices=ToolCallStatus.choices, default=ToolCallStatus.OK)
+    error = models.TextField(blank=True)
+    duration_ms = models.FloatField(null=True, blank=True)
+    retries = models.PositiveSmallIntegerField(default=0)
+    approval = models.CharField(max_length=16, choices=Approval.choices, default=Approval.NOT_REQUIRED)
+    started_at = models.DateTimeField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["project", "client_id"], name="toolcall_client_id_unique")
+        ]
+        indexes = [
+            models.Index(fields=["project", "-started_at"], name="toolcall_project_started"),
+            models.Index(fields=["project", "tool_name", "-started_at"], name="toolcall_project_tool"),
+            models.Index(fields=["session", "turn_index"], name="toolcall_session_turn"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.tool_name} ({self.client_id})"
+
+
+class Artifact(models.Model):
+    """The original of a tool output the model received compacted; agents retrieve it by id."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="artifacts")
+    original = models.TextField()
+    compacted = models.TextField()
+    tokens_before = models.PositiveIntegerField()
+    tokens_after = models.PositiveIntegerField()
+    strategy = models.CharField(max_length=32)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["project", "-created_at"], name="artifact_project_created")]
+
+    def __str__(self) -> str:
+        return f"{self.strategy} {self.tokens_before}→{self.tokens_after}"
+
+
+class BatchStatus(models.TextChoices):
+    PENDING = "pending", "pending"
+    PROCESSING = "processing", "processing"
+    DONE = "done", "done"
+    FAILED = "failed", "failed"
+
+
+class BatchKind(models.TextChoices):
+    EVENTS = "events", "events"
+    TRANSCRIPT = "transcript", "transcript"
+
+
+class IngestBatch(models.Model):
+    """An accepted request body, stored (already redacted) before the API answers 202."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="batches")
+    api_key = models.ForeignKey(ApiKey, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    kind = models.CharField(max_length=16, choices=BatchKind.choices, default=BatchKind.EVENTS)
+    payload = models.JSONField()
+    event_count = models.PositiveIntegerField(default=0)
+    status = models.CharField(max_length=16, choices=BatchStatus.choices, default=BatchStatus.PENDING)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    error = models.TextField(blank=True)
+    received_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        verbose_name_plural = "ingest batches"
+        indexes = [
+            models.Index(fields=["project", "-received_at"], name="batch_project_received"),
+            # The sweeper's question: what is still pending or processing, oldest first.
+            models.Index(
+                fields=["status", "received_at"],
+                name="batch_open",
+                condition=models.Q(status__in=["pending", "processing"]),
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"batch {self.pk} ({self.status})"

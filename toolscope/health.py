@@ -10,8 +10,8 @@ from django.db import connection
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
+from kombu import Connection
 
-from toolscope.celery import app as celery_app
 
 BROKER_TIMEOUT_SECONDS = 2.0
 
@@ -43,7 +43,8 @@ def check_database() -> dict[str, Any]:
 def check_broker() -> dict[str, Any]:
     if settings.CELERY_TASK_ALWAYS_EAGER:
         return {"mode": "eager", "detail": "no broker configured; tasks run in the web process"}
-    with celery_app.connection_for_write() as conn:
+    # A fresh connection, not the app's pool: readiness must reflect the broker now.
+    with Connection(settings.CELERY_BROKER_URL, connect_timeout=BROKER_TIMEOUT_SECONDS) as conn:
         conn.ensure_connection(max_retries=1, timeout=BROKER_TIMEOUT_SECONDS)
         return {"mode": "broker", "transport": conn.transport_cls}
 

@@ -67,6 +67,9 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_SOFT_TIME_LIMIT = env_int("CELERY_TASK_SOFT_TIME_LIMIT", 120, minimum=1)
 CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", 150, minimum=1)
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Publishing happens after the batch is committed; with the broker down, give up fast and leave
+# the batch pending for the sweeper rather than hold the request.
+CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 1, "interval_start": 0, "interval_step": 0.2}
 # The API must keep answering while the broker is down; the sweeper delivers later.
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 600, "socket_connect_timeout": 2}
 CELERY_TIMEZONE = "UTC"
@@ -170,10 +173,20 @@ STORAGES = {
 
 LOGIN_URL = "admin:login"
 
+# --- API ------------------------------------------------------------------------------------
+INGEST_MAX_BODY_BYTES = env_int("INGEST_MAX_BODY_BYTES", 5_000_000, minimum=1024)
+INGEST_MAX_EVENTS = env_int("INGEST_MAX_EVENTS", 1000, minimum=1)
+# Requests per minute per API key; 0 turns the limit off.
+API_RATE_LIMIT_PER_MINUTE = env_int("API_RATE_LIMIT_PER_MINUTE", 6000, minimum=0)
+
 REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "DEFAULT_AUTHENTICATION_CLASSES": [],
-    "DEFAULT_PERMISSION_CLASSES": [],
+    "DEFAULT_AUTHENTICATION_CLASSES": ["api.auth.ApiKeyAuthentication"],
+    "DEFAULT_PERMISSION_CLASSES": ["api.auth.HasScope"],
+    "DEFAULT_THROTTLE_CLASSES": ["api.throttling.ApiKeyRateThrottle"],
+    "DEFAULT_PARSER_CLASSES": ["api.parsers.LimitedJSONParser"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "EXCEPTION_HANDLER": "api.errors.api_exception_handler",
     "UNAUTHENTICATED_USER": None,
 }
 

@@ -1,0 +1,28 @@
+"""Read queries over the catalog and policies."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from toolscope.policies.models import Tool
+from toolscope.telemetry.models import Project
+
+SETTINGS_FIELDS = ("scope", "requires_approval", "redact", "max_result_tokens", "on_schema_error", "retry_policy")
+
+
+def tool_list(*, project: Project) -> list[dict[str, Any]]:
+    """The catalog as the API shows it, one query."""
+    return [
+        {
+            "name": tool.name,
+            "description": tool.description,
+            "input_schema": tool.input_schema,
+            "source": tool.source,
+            "schema_hash": tool.schema_hash,
+            "schema_tokens": tool.schema_tokens,
+            "first_seen_at": tool.first_seen_at,
+            "last_seen_at": tool.last_seen_at,
+            "settings": {field: getattr(tool, field) for field in SETTINGS_FIELDS},
+        }
+        for tool in Tool.objects.filter(project=project).order_by("name")
+    ]

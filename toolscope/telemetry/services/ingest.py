@@ -1,0 +1,133 @@
+"""Accepting a batch of events: validate, recognise re-sent ones, redact, store durably, enqueue.
+
+The request path writes exactly one row (the IngestBatch) and answers; turning events into
+sessions, turns and tool calls is the workers' job (services/processing.py).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+from toolscope_agent.engine.redaction import redact_arguments, redact_value
+
+from toolscope.policies.models import Tool
+from toolscope.telemetry.models import ApiKey, BatchKind, IngestBatch, Project, ToolCall, Turn
+from toolscope.telemetry.services.events import Rejected, event_validate
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class IngestOutcome:
+    results: list[dict[str, Any]]
+    batch_id: int | None = None
+    counts: dict[str, int] = field(default_factory=lambda: {"accepted": 0, "duplicate": 0, "rejected": 0})
+
+    @property
+    def stored_anything(self) -> bool:
+        return self.counts["accepted"] + self.counts["duplicate"] > 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "batch_id": self.batch_id,
+            "accepted": self.counts["accepted"],
+            "duplicates": self.counts["duplicate"],
+            "rejected": self.counts["rejected"],
+            "results": self.results,
+        }
+
+
+def _known_ids(project: Project, events: list[dict[str, Any]]) -> set[tuple[str, str]]:
+    """(type, id) of turn and tool_call events that already have rows: one query per type."""
+    wanted: dict[str, list[str]] = {"turn": [], "tool_call": []}
+    for event in events:
+        if event["type"] in wanted:
+            wanted[event["type"]].append(event["id"])
+    known: set[tuple[str, str]] = set()
+    for kind, model in (("turn", Turn), ("tool_call", ToolCall)):
+        if wanted[kind]:
+            rows = model.objects.filter(project=project, client_id__in=wanted[kind])
+            known.update((kind, client_id) for client_id in rows.values_list("client_id", flat=True))
+    return known
+
+
+def _redact_keys(project: Project, events: list[dict[str, Any]]) -> dict[str, set[str]]:
+    names = {event["tool_name"] for event in events if event["type"] == "tool_call"}
+    if not names:
+        return {}
+    rows = Tool.objects.filter(project=project, name__in=names).values_list("name", "redact")
+    return {name: set(keys) for name, keys in rows if keys}
+
+
+def event_redact(event: dict[str, Any], keys: dict[str, set[str]]) -> dict[str, Any]:
+    redacted: dict[str, Any] = redact_value(event)
+    if event["type"] == "tool_call" and "arguments" in event:
+        redacted["arguments"] = redact_arguments(event["arguments"], keys.get(event["tool_name"], ()))
+    return redacted
+
+
+def _dedupe_key(event: dict[str, Any]) -> tuple[str, str]:
+    # Session events are idempotent upserts (a re-sent start may carry the attributes a tool call
+    # event could not), so only an exact repeat inside one batch counts as a duplicate.
+    return (event["type"], event["id"])
+
+
+def ingest_events(
+    *, api_key: ApiKey, raw_events: list[Any], kind: str = BatchKind.EVENTS
+) -> IngestOutcome:
+    """Validate and store `raw_events` for the key's project; enqueue processing on commit."""
+    project = api_key.project
+    received_at = timezone.now().isoformat()
+    outcome = IngestOutcome(results=[])
+    valid: list[dict[str, Any]] = []
+    for position, raw in enumerate(raw_events):
+        raw_id = raw.get("id") if isinstance(raw, dict) else None
+        try:
+            valid.append(event_validate(raw, path=f"events[{position}]", received_at=received_at))
+            outcome.results.append({"id": raw_id, "status": "accepted"})
+        except Rejected as exc:
+            outcome.results.append({"id": raw_id, "status": "rejected", "reason": exc.reason, "path": exc.path})
+            outcome.counts["rejected"] += 1
+
+    seen = _known_ids(project, valid)
+    keys = _redact_keys(project, valid)
+    accepted: list[dict[str, Any]] = []
+    results = iter(r for r in outcome.results if r["status"] == "accepted")
+    for event in valid:
+        result = next(results)
+        key = _dedupe_key(event)
+        if key in seen:
+            result["status"] = "duplicate"
+            outcome.counts["duplicate"] += 1
+            continue
+        seen.add(key)
+        accepted.append(event_redact(event, keys))
+        outcome.counts["accepted"] += 1
+
+    if accepted:
+        outcome.batch_id = batch_store(project=project, api_key=api_key, events=accepted, kind=kind)
+    return outcome
+
+
+def batch_store(*, project: Project, api_key: ApiKey | None, events: list[dict[str, Any]], kind: str) -> int:
+    with transaction.atomic():
+        batch = IngestBatch.objects.create(
+            project=project, api_key=api_key, kind=kind, payload={"events": events}, event_count=len(events)
+        )
+        transaction.on_commit(lambda: batch_enqueue(batch_id=batch.pk), robust=True)
+    return batch.pk
+
+
+def batch_enqueue(*, batch_id: int) -> None:
+    """Ask a worker to process the batch. A broker outage is logged, not raised: the batch is
+    committed and pending, and the sweeper enqueues it again once the broker is back."""
+    from workers.tasks import process_batch
+
+    try:
+        process_batch.delay(batch_id)
+    except Exception:
+        logger.warning("could not enqueue batch %s; the sweeper will retry", batch_id, exc_info=True)

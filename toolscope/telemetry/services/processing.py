@@ -1,0 +1,191 @@
+"""Turning a stored batch into sessions, turns and tool calls, in bulk and exactly once.
+
+The whole batch is processed in one transaction holding the batch row's lock: a worker killed
+half way rolls back to `pending` and the redelivered task (acks_late) or the sweeper runs it again;
+a second worker given the same batch waits for the lock, then sees `done` and returns. Unique
+constraints on (project, client_id) make every insert idempotent as well.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from datetime import datetime
+from typing import Any
+
+from django.db import transaction
+from django.db.models import F, OuterRef, Subquery
+from django.utils import timezone
+from toolscope_agent.engine.schemas import schema_hash
+
+from toolscope.policies.services.catalog import catalog_upsert
+from toolscope.telemetry.models import BatchStatus, IngestBatch, Project, Session, ToolCall, Turn
+
+logger = logging.getLogger(__name__)
+
+
+def _when(value: str) -> datetime:
+    return datetime.fromisoformat(value)
+
+
+def batch_process(*, batch_id: int) -> bool:
+    """Process the batch if it still needs it. Returns False when there was nothing to do."""
+    IngestBatch.objects.filter(pk=batch_id, status__in=[BatchStatus.PENDING, BatchStatus.PROCESSING]).update(
+        attempts=F("attempts") + 1, status=BatchStatus.PROCESSING, started_at=timezone.now()
+    )
+    with transaction.atomic():
+        batch = (
+            IngestBatch.objects.select_for_update()
+            .select_related("project")
+            .filter(pk=batch_id)
+            .first()
+        )
+        if batch is None or batch.status in (BatchStatus.DONE, BatchStatus.FAILED):
+            return False
+        events_apply(project=batch.project, events=batch.payload["events"])
+        batch.status = BatchStatus.DONE
+        batch.error = ""
+        batch.finished_at = timezone.now()
+        batch.save(update_fields=["status", "error", "finished_at"])
+    return True
+
+
+def batch_mark_failed(*, batch_id: int, error: str, final: bool) -> None:
+    """Record a failed attempt; a final one leaves the batch `failed` for an operator to retry."""
+    status = BatchStatus.FAILED if final else BatchStatus.PENDING
+    IngestBatch.objects.filter(pk=batch_id).exclude(status=BatchStatus.DONE).update(
+        status=status, error=error[:10_000], finished_at=timezone.now() if final else None
+    )
+
+
+def events_apply(*, project: Project, events: list[dict[str, Any]]) -> None:
+    by_type: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for event in events:
+        by_type[event["type"]].append(event)
+    definitions = [tool for event in by_type["catalog"] for tool in event["tools"]]
+    definitions += [
+        tool for event in by_type["turn"] for tool in event.get("tools", ()) if "input_schema" in tool
+    ]
+    if definitions:
+        catalog_upsert(project=project, definitions=definitions)
+    sessions = _sessions_upsert(project, events, by_type["session"])
+    _turns_create(project, sessions, by_type["turn"])
+    _tool_calls_create(project, sessions, by_type["tool_call"])
+
+
+def _sessions_upsert(
+    project: Project, events: list[dict[str, Any]], session_events: list[dict[str, Any]]
+) -> dict[str, Session]:
+    first_seen: dict[str, str] = {}
+    for event in events:
+        session_id = event.get("session_id")
+        if session_id and (session_id not in first_seen or event["timestamp"] < first_seen[session_id]):
+            first_seen[session_id] = event["timestamp"]
+    if not first_seen:
+        return {}
+    Session.objects.bulk_create(
+        [Session(project=project, client_id=sid, started_at=_when(ts)) for sid, ts in first_seen.items()],
+        ignore_conflicts=True,
+    )
+    sessions = {s.client_id: s for s in Session.objects.filter(project=project, client_id__in=first_seen)}
+    changed = _sessions_apply(sessions, session_events, first_seen)
+    if changed:
+        Session.objects.bulk_update(
+            changed, ["agent_name", "model", "metadata", "started_at", "ended_at"]
+        )
+    return sessions
+
+
+def _sessions_apply(
+    sessions: dict[str, Session], session_events: list[dict[str, Any]], first_seen: dict[str, str]
+) -> list[Session]:
+    changed: dict[str, Session] = {}
+    for event in session_events:
+        session = sessions[event["session_id"]]
+        before = (session.agent_name, session.model, session.metadata, session.started_at, session.ended_at)
+        if event["action"] == "end":
+            session.ended_at = _when(event["timestamp"])
+        else:
+            session.agent_name = event.get("agent_name", session.agent_name)
+            session.model = event.get("model", session.model)
+            session.metadata = event.get("metadata", session.metadata)
+            session.started_at = min(session.started_at, _when(event["timestamp"]))
+        if before != (session.agent_name, session.model, session.metadata, session.started_at, session.ended_at):
+            changed[session.client_id] = session
+    # Events of a session seen before its start event may be earlier than its recorded start.
+    for sid, ts in first_seen.items():
+        if _when(ts) < sessions[sid].started_at:
+            sessions[sid].started_at = _when(ts)
+            changed[sid] = sessions[sid]
+    return list(changed.values())
+
+
+def _advertised(tool: dict[str, Any]) -> dict[str, str]:
+    if "schema_hash" in tool:
+        return {"name": tool["name"], "schema_hash": tool["schema_hash"]}
+    digest = schema_hash(tool["name"], tool.get("description", ""), tool.get("input_schema", {}))
+    return {"name": tool["name"], "schema_hash": digest}
+
+
+def _turns_create(project: Project, sessions: dict[str, Session], events: list[dict[str, Any]]) -> None:
+    if not events:
+        return
+    turns = [
+        Turn(
+            project=project,
+            session=sessions[event["session_id"]],
+            client_id=event["id"],
+            index=event["index"],
+            model=event.get("model", ""),
+            started_at=_when(event["timestamp"]),
+            advertised_tools=[_advertised(tool) for tool in event.get("tools", ())],
+            input_tokens=event.get("usage", {}).get("input_tokens"),
+            output_tokens=event.get("usage", {}).get("output_tokens"),
+            cached_tokens=event.get("usage", {}).get("cached_tokens"),
+            latency_ms=round(event["latency_ms"]) if "latency_ms" in event else None,
+            system_prompt_chars=event.get("system_prompt_chars", len(event.get("system_prompt", "")) or None),
+            task_message=event.get("task_message", ""),
+        )
+        for event in events
+    ]
+    Turn.objects.bulk_create(turns, ignore_conflicts=True)
+    # Tool calls that arrived before their turn get linked now.
+    session_ids = {sessions[event["session_id"]].pk for event in events}
+    ToolCall.objects.filter(session_id__in=session_ids, turn__isnull=True).update(
+        turn_id=Subquery(
+            Turn.objects.filter(session_id=OuterRef("session_id"), index=OuterRef("turn_index")).values("pk")[:1]
+        )
+    )
+
+
+def _tool_calls_create(project: Project, sessions: dict[str, Session], events: list[dict[str, Any]]) -> None:
+    if not events:
+        return
+    wanted = {(sessions[e["session_id"]].pk, e["turn_index"]) for e in events}
+    turn_ids = {
+        (session_id, index): pk
+        for pk, session_id, index in Turn.objects.filter(
+            session_id__in={session_id for session_id, _ in wanted}
+        ).values_list("pk", "session_id", "index")
+    }
+    calls = [
+        ToolCall(
+            project=project,
+            session=sessions[event["session_id"]],
+            turn_id=turn_ids.get((sessions[event["session_id"]].pk, event["turn_index"])),
+            turn_index=event["turn_index"],
+            client_id=event["id"],
+            call_id=event.get("call_id", ""),
+            tool_name=event["tool_name"],
+            arguments=event.get("arguments", {}),
+            output=event.get("output", ""),
+            status=event.get("status", "ok"),
+            error=event.get("error", ""),
+            duration_ms=event.get("duration_ms"),
+            retries=event.get("retries", 0),
+            approval=event.get("approval", "not_required"),
+            started_at=_when(event["timestamp"]),
+        )
+        for event in events
+    ]
+    ToolCall.objects.bulk_create(calls, ignore_conflicts=True)

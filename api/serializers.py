@@ -4,6 +4,7 @@ description. Ingest events themselves are validated by services/events.py (hot p
 from __future__ import annotations
 
 from rest_framework import serializers
+from toolscope_agent.engine.schemas import normalize_tool
 
 
 class EventResultSerializer(serializers.Serializer):
@@ -27,10 +28,17 @@ class ErrorSerializer(serializers.Serializer):
 
 
 class ToolDefinitionSerializer(serializers.Serializer):
+    """toolscope's shape; OpenAI (function / Responses), Anthropic and MCP shapes are normalised first."""
+
     name = serializers.CharField(max_length=200)
     description = serializers.CharField(allow_blank=True, required=False, default="")
     input_schema = serializers.DictField(required=False, default=dict)
     source = serializers.CharField(max_length=200, allow_blank=True, required=False, default="")
+
+    def to_internal_value(self, data):
+        if isinstance(data, dict):
+            data = {key: value for key, value in normalize_tool(data).items() if value or key == "name"}
+        return super().to_internal_value(data)
 
 
 class ToolsPutSerializer(serializers.Serializer):

@@ -171,6 +171,10 @@ STORAGES = {
     },
 }
 
+# Outside production (no collectstatic step) whitenoise serves straight from the apps' folders.
+WHITENOISE_USE_FINDERS = not PRODUCTION
+WHITENOISE_AUTOREFRESH = DEBUG
+
 LOGIN_URL = "admin:login"
 
 # --- API ------------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ from rest_framework.views import APIView
 
 from api.errors import InvalidInput
 from api.parsers import PayloadTooLarge
+from api.schema import EVENT_BATCH_SCHEMA, TRANSCRIPT_SCHEMA
 from api.serializers import ErrorSerializer, IngestResponseSerializer
 from api.transcripts import TranscriptError, map_transcript
 from toolscope.telemetry.models import BatchKind
@@ -64,7 +65,7 @@ class IngestView(APIView):
         description="A batch of session, turn, tool_call and catalog events (docs/events.md). At most "
         "1,000 events and 5 MB decompressed; `Content-Encoding: gzip` accepted. The batch is stored "
         "before the 202; workers process it. Re-sent event ids are answered `duplicate`.",
-        request={"application/json": {"type": "object"}},
+        request={"application/json": EVENT_BATCH_SCHEMA},
         responses={202: IngestResponseSerializer, **ERRORS},
         examples=[OpenApiExample("A session with one turn and one tool call", value=EXAMPLE_BATCH,
                                  request_only=True)],
@@ -84,7 +85,7 @@ class TranscriptView(APIView):
         "`tools`) conversation, exactly as sent to the provider. `format` is detected when absent. "
         "It becomes session, turn and tool_call events with ids derived from the conversation, so "
         "re-sending it creates nothing twice.",
-        request={"application/json": {"type": "object"}},
+        request={"application/json": TRANSCRIPT_SCHEMA},
         responses={202: IngestResponseSerializer, **ERRORS},
         examples=[OpenApiExample("OpenAI Chat Completions", request_only=True, value={
             "session_id": "run-42", "model": "gpt-4o",

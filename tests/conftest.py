@@ -4,38 +4,45 @@ from __future__ import annotations
 
 import pytest
 
-from tests import factories
-from toolscope.telemetry.models import Role
+# Pure tests (SDK, engine, transcripts) run without Django (-p no:django), so nothing here
+# imports models at module level.
+ADMIN, VIEWER = "admin", "viewer"
+
+
+def _factories():
+    from tests import factories
+
+    return factories
 
 
 @pytest.fixture
 def project(db):
-    return factories.make_project("acme")
+    return _factories().make_project("acme")
 
 
 @pytest.fixture
 def other_project(db):
-    return factories.make_project("globex")
+    return _factories().make_project("globex")
 
 
 @pytest.fixture
 def owner(project):
-    user = factories.make_user("owner")
-    factories.make_member(project, user, Role.ADMIN)
+    user = _factories().make_user("owner")
+    _factories().make_member(project, user, ADMIN)
     return user
 
 
 @pytest.fixture
 def member(project):
-    user = factories.make_user("member")
-    factories.make_member(project, user, Role.VIEWER)
+    user = _factories().make_user("member")
+    _factories().make_member(project, user, VIEWER)
     return user
 
 
 @pytest.fixture
 def outsider(other_project):
-    user = factories.make_user("outsider")
-    factories.make_member(other_project, user, Role.ADMIN)
+    user = _factories().make_user("outsider")
+    _factories().make_member(other_project, user, ADMIN)
     return user
 
 

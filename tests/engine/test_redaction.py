@@ -58,3 +58,25 @@ def test_text_without_markers_is_unchanged(text):
                "token", "api", "secret", "passw", "private", "-----begin", "gith", "glpat")
     if not any(marker in text.lower() for marker in markers):
         assert redact_text(text) == text
+
+
+FRAGMENTS = [
+    "sk-proj-abcdefghijklmnopqrstuvwxyz0123", "ghp_" + "a" * 36, "AKIAIOSFODNN7EXAMPLE", "Bearer abcdefghijklmnop1234",
+    "password=hunter2hunter2", "postgres://u:pw12345678@h/db", "https://example.com/a@b", "token bucket",
+    "xoxb-1234567890-abcdef", "api_key: 'abcd1234efgh'", "-----BEGIN RSA PRIVATE KEY-----\nabc\n-----END RSA PRIVATE KEY-----",
+    "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N", "my_secret = 'x'", "sk_live_abcdefghijklmnop",
+]
+
+
+@given(st.lists(st.one_of(st.sampled_from(FRAGMENTS), st.text(max_size=20)), max_size=12))
+def test_the_re2_prefilter_never_changes_the_result(parts):
+    import toolscope_agent.engine.redaction as redaction
+
+    text = " ".join(parts)
+    assert redaction._could_hold_secret is not None, "google-re2 is a server requirement"
+    with_prefilter = redaction.redact_text(text)
+    saved, redaction._could_hold_secret = redaction._could_hold_secret, None
+    try:
+        assert redaction.redact_text(text) == with_prefilter
+    finally:
+        redaction._could_hold_secret = saved

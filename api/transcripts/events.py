@@ -1,0 +1,115 @@
+"""A parsed conversation as toolscope ingest events (docs/events.md): one session start, one turn
+per model request, one tool_call per call.
+
+Ids derive from the session id, the turn index and the provider's call id, so the same transcript
+sent twice maps to the same ids and ingest answers `duplicate` instead of storing it twice.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from api.transcripts.common import JSON, Conversation, ToolCall, TranscriptError, Turn
+
+MAX_ID_LENGTH = 200  # docs/events.md: an event id is 1-200 characters
+
+
+@dataclass(frozen=True)
+class SessionInfo:
+    session_id: str
+    start: datetime
+    agent_name: str | None
+    model: str | None
+    metadata: JSON | None
+
+
+def build_events(conversation: Conversation, session: SessionInfo) -> list[JSON]:
+    events = [_session_event(session)]
+    known = None if conversation.tools is None else {tool["name"] for tool in conversation.tools}
+    for index, turn in enumerate(conversation.turns):
+        at = _iso(session.start + timedelta(seconds=index))  # 1 s apart so turns sort in order
+        events.append(_turn_event(turn, index, conversation.tools, session, at))
+        events.extend(_call_event(call, known, session.session_id, at) for call in turn.calls)
+    return events
+
+
+def _session_event(session: SessionInfo) -> JSON:
+    event: JSON = {"type": "session", "id": session.session_id, "action": "start"}
+    optional = {"agent_name": session.agent_name, "model": session.model, "metadata": session.metadata}
+    event.update({key: value for key, value in optional.items() if value is not None})
+    event["timestamp"] = _iso(session.start)
+    return event
+
+
+def _turn_event(turn: Turn, index: int, tools: list[JSON] | None, session: SessionInfo, at: str) -> JSON:
+    event: JSON = {
+        "type": "turn",
+        "id": f"{session.session_id}:t{index}",
+        "session_id": session.session_id,
+        "index": index,
+        "timestamp": at,
+    }
+    if session.model is not None:
+        event["model"] = session.model
+    if tools is not None:
+        event["tools"] = copy.deepcopy(tools)
+    if turn.system_prompt:
+        event["system_prompt"] = turn.system_prompt
+    task = next((m["content"] for m in turn.messages if m["role"] == "user"), None)
+    if index == 0 and task is not None:
+        event["task_message"] = task
+    event["messages"] = [dict(message) for message in turn.messages]
+    return event
+
+
+def _call_event(call: ToolCall, known: set[str] | None, session_id: str, at: str) -> JSON:
+    event_id = f"{session_id}:call:{call.call_id}"
+    if len(event_id) > MAX_ID_LENGTH:
+        raise TranscriptError(
+            f"too long: the event id {session_id!r}:call:<id> must fit in {MAX_ID_LENGTH} characters",
+            call.path,
+        )
+    arguments, valid = parse_arguments(call.arguments)
+    event: JSON = {
+        "type": "tool_call",
+        "id": event_id,
+        "session_id": session_id,
+        "turn_index": call.turn_index,
+        "call_id": call.call_id,
+        "tool_name": call.name,
+        "arguments": arguments,
+        "status": _status(call, known, valid_arguments=valid),
+        "timestamp": at,
+    }
+    if call.output is not None:
+        event["output"] = call.output
+    return event
+
+
+def parse_arguments(raw: Any) -> tuple[JSON, bool]:
+    """(arguments, valid). Arguments that are not a JSON object are kept as {"_raw": text}."""
+    if isinstance(raw, dict):
+        return copy.deepcopy(raw), True  # changing an event (redaction) must not change the body
+    try:
+        parsed = json.loads(raw)
+    except ValueError:
+        return {"_raw": raw}, False
+    return (parsed, True) if isinstance(parsed, dict) else ({"_raw": raw}, False)
+
+
+def _status(call: ToolCall, known: set[str] | None, *, valid_arguments: bool) -> str:
+    # The most specific cause first: a call to a tool the model was never offered fails whatever
+    # its arguments, and arguments that are not JSON explain the error result they get back.
+    if known is not None and call.name not in known:
+        return "unknown_tool"
+    if not valid_arguments:
+        return "schema_error"
+    return "error" if call.is_error else "ok"
+
+
+def _iso(moment: datetime) -> str:
+    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")

@@ -159,7 +159,7 @@ USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "static/"
-STATIC_ROOT = BASE_DIR / "staticfiles"
+STATIC_ROOT = Path(env_str("STATIC_ROOT", str(BASE_DIR / "staticfiles")))
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {
@@ -226,5 +226,9 @@ if PRODUCTION:
     if CELERY_BROKER_URL is None:
         raise ImproperlyConfigured("CELERY_BROKER_URL must be set when TOOLSCOPE_ENV=production.")
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", False)
+    # Container healthchecks call http://127.0.0.1:$PORT/readyz directly, never through TLS.
+    SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]
+    SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0, minimum=0)
     SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", True)
     CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", True)

@@ -146,6 +146,10 @@ TEMPLATES = [
     },
 ]
 
+if TOOLSCOPE_ENV == "test":
+    # Tests create many users; the real hasher would spend most of the suite's time on them.
+    PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},

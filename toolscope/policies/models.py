@@ -6,6 +6,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
+from django.utils import timezone
 
 from toolscope.telemetry.models import Project
 
@@ -34,7 +35,8 @@ class Tool(models.Model):
         null=True, blank=True, help_text="Tokens of the definition as sent in a provider's tools array."
     )
     first_seen_at = models.DateTimeField(auto_now_add=True)
-    last_seen_at = models.DateTimeField(auto_now=True)
+    # Set when an agent registers or advertises the tool, never by editing its settings.
+    last_seen_at = models.DateTimeField(default=timezone.now)
 
     # Per-tool settings, served to agents in the policy's "tools" section.
     scope = models.CharField(max_length=16, choices=ToolScope.choices, default=ToolScope.READ_ONLY)

@@ -8,6 +8,8 @@ from django.conf import settings
 from django.core.validators import MinValueValidator
 from django.db import models
 
+from toolscope.telemetry.fields import JSONTextField
+
 
 class Encoding(models.TextChoices):
     O200K_BASE = "o200k_base", "o200k_base (GPT-4o and later)"
@@ -229,7 +231,7 @@ class IngestBatch(models.Model):
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="batches")
     api_key = models.ForeignKey(ApiKey, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     kind = models.CharField(max_length=16, choices=BatchKind.choices, default=BatchKind.EVENTS)
-    payload = models.JSONField()
+    payload = JSONTextField(help_text="The accepted events, redacted: {\"events\": [...]}.")
     event_count = models.PositiveIntegerField(default=0)
     status = models.CharField(max_length=16, choices=BatchStatus.choices, default=BatchStatus.PENDING)
     attempts = models.PositiveSmallIntegerField(default=0)

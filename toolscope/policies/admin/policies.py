@@ -1,0 +1,125 @@
+"""A project's draft policy: always-on set, groups, context rules and compaction rules."""
+
+from __future__ import annotations
+
+from django import forms
+from django.contrib import admin
+from django.db import models
+from django.db.models import Count, QuerySet
+from django.http import HttpRequest
+from django.utils.safestring import SafeString
+
+from toolscope.policies.admin.scoping import ProjectScopedPickersMixin
+from toolscope.policies.models import CompactionRule, ContextRule, Policy, PolicyVersion, ToolGroup
+from toolscope.telemetry.admin.common import changelist_link
+
+SAVE_FIRST = "Save first: the tool and group pickers offer the project's rows once the policy exists."
+
+
+class ToolGroupInline(ProjectScopedPickersMixin, admin.StackedInline):
+    model = ToolGroup
+    extra = 0
+    fields = ["name", "description", "tools"]
+    filter_horizontal = ["tools"]
+
+    def project_id_of(self, obj: Policy) -> int | None:
+        return obj.project_id
+
+
+class ContextRuleInline(ProjectScopedPickersMixin, admin.TabularInline):
+    """Rules apply in position order; a group added above is offered here after saving."""
+
+    model = ContextRule
+    extra = 0
+    ordering = ["position", "id"]
+    fields = ["position", "name", "keywords", "regex", "groups", "enabled"]
+    formfield_overrides = {
+        models.ManyToManyField: {"widget": forms.CheckboxSelectMultiple},
+        models.JSONField: {"widget": forms.Textarea(attrs={"rows": 2, "cols": 30})},
+    }
+
+    def project_id_of(self, obj: Policy) -> int | None:
+        return obj.project_id
+
+
+class CompactionRuleInline(admin.TabularInline):
+    model = CompactionRule
+    extra = 0
+    ordering = ["position", "id"]
+    fields = ["position", "tools", "max_tokens", "strategy"]
+
+
+@admin.register(Policy)
+class PolicyAdmin(ProjectScopedPickersMixin, admin.ModelAdmin):
+    list_display = [
+        "project", "mode", "sticky_discovered", "provider_search", "suppress_duplicates",
+        "updated_at", "updated_by",
+    ]
+    list_filter = ["mode"]
+    list_select_related = ["project", "updated_by"]
+    search_fields = ["project__slug", "project__name"]
+    filter_horizontal = ["always_on"]
+    fieldsets = [
+        (None, {"fields": ["project", "mode"]}),
+        ("Always-on set", {"fields": ["always_on", "sticky_discovered"]}),
+        ("Progressive menu and tool search", {
+            "fields": ["hint_prefix", "search_top_k", "search_max_top_k", "provider_search"],
+        }),
+        ("Outputs", {"fields": ["suppress_duplicates"]}),
+        ("History", {"fields": ["updated_at", "updated_by", "versions_link"]}),
+    ]
+    add_fieldsets = [(None, {"fields": ["project", "mode"], "description": SAVE_FIRST})]
+    readonly_fields = ["updated_at", "updated_by", "versions_link"]
+
+    def project_id_of(self, obj: Policy) -> int | None:
+        return obj.project_id
+
+    def get_fieldsets(self, request: HttpRequest, obj: Policy | None = None):
+        return self.add_fieldsets if obj is None else self.fieldsets
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Policy | None = None):
+        readonly = list(super().get_readonly_fields(request, obj))
+        return readonly if obj is None else [*readonly, "project"]
+
+    def get_inlines(self, request: HttpRequest, obj: Policy | None):
+        return [] if obj is None else [ToolGroupInline, ContextRuleInline, CompactionRuleInline]
+
+    def save_model(self, request: HttpRequest, obj: Policy, form, change: bool) -> None:
+        obj.updated_by = request.user
+        super().save_model(request, obj, form, change)
+
+    @admin.display(description="published versions")
+    def versions_link(self, obj: Policy) -> SafeString | str:
+        if obj.pk is None:
+            return "-"
+        return changelist_link(PolicyVersion, "versions of this project", project__id__exact=obj.project_id)
+
+
+@admin.register(ToolGroup)
+class ToolGroupAdmin(ProjectScopedPickersMixin, admin.ModelAdmin):
+    list_display = ["name", "project", "description", "tool_count"]
+    list_filter = ["policy__project"]
+    list_select_related = ["policy__project"]
+    search_fields = ["name", "description"]
+    filter_horizontal = ["tools"]
+
+    def project_id_of(self, obj: ToolGroup) -> int | None:
+        return obj.policy.project_id
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[ToolGroup]:
+        return super().get_queryset(request).annotate(tool_count=Count("tools"))
+
+    def get_fields(self, request: HttpRequest, obj: ToolGroup | None = None):
+        fields = ["policy", "name", "description"]
+        return fields if obj is None else [*fields, "tools"]
+
+    def get_readonly_fields(self, request: HttpRequest, obj: ToolGroup | None = None):
+        return [] if obj is None else ["policy"]
+
+    @admin.display(description="project", ordering="policy__project__slug")
+    def project(self, obj: ToolGroup) -> str:
+        return str(obj.policy.project)
+
+    @admin.display(description="tools", ordering="tool_count")
+    def tool_count(self, obj: ToolGroup) -> int:
+        return obj.tool_count

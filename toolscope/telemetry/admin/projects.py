@@ -1,0 +1,101 @@
+"""Projects and who may use them."""
+
+from __future__ import annotations
+
+from django.contrib import admin, messages
+from django.db import transaction
+from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponse
+from django.utils import timezone
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString
+
+from toolscope.policies.models import Policy, Tool
+from toolscope.telemetry.admin.api_keys import created_key_response, new_key_url, project_keys_url
+from toolscope.telemetry.admin.common import changelist_link
+from toolscope.telemetry.models import ApiKey, IngestBatch, Membership, Project, Scope, Session, ToolCall
+from toolscope.telemetry.services.api_keys import api_key_create
+
+
+class MembershipInline(admin.TabularInline):
+    model = Membership
+    extra = 0
+    autocomplete_fields = ["user"]
+    fields = ["user", "role", "created_at"]
+    readonly_fields = ["created_at"]
+
+
+class ApiKeyInline(admin.TabularInline):
+    """Keys are listed here and created through the key admin, which shows the secret once."""
+
+    model = ApiKey
+    extra = 0
+    fields = ["prefix", "name", "scopes", "last_used_at", "revoked_at"]
+    readonly_fields = fields
+    show_change_link = True
+    can_delete = False
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+
+@admin.register(Project)
+class ProjectAdmin(admin.ModelAdmin):
+    list_display = ["slug", "name", "encoding", "context_window", "created_at"]
+    list_filter = ["encoding"]
+    search_fields = ["slug", "name"]
+    readonly_fields = ["created_at", "related_links"]
+    fields = ["slug", "name", "encoding", "context_window", "created_at", "related_links"]
+    inlines = [MembershipInline, ApiKeyInline]
+    actions = ["create_ingest_key"]
+
+    @admin.display(description="open")
+    def related_links(self, obj: Project) -> SafeString | str:
+        if obj.pk is None:
+            return "-"
+        links = [
+            changelist_link(Session, "sessions", project__id__exact=obj.pk),
+            changelist_link(ToolCall, "tool calls", project__id__exact=obj.pk),
+            changelist_link(IngestBatch, "ingest batches", project__id__exact=obj.pk),
+            changelist_link(Tool, "tools", project__id__exact=obj.pk),
+            changelist_link(Policy, "policy", project__id__exact=obj.pk),
+            format_html('<a href="{}">API keys</a>', project_keys_url(obj)),
+            format_html('<a href="{}">create an API key</a>', new_key_url(obj)),
+        ]
+        return format_html_join(" · ", "{}", ((link,) for link in links))
+
+    def has_delete_permission(self, request: HttpRequest, obj: Project | None = None) -> bool:
+        # The confirmation page would load every session, turn and tool call of the project.
+        return False
+
+    def has_create_key_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm("telemetry.add_apikey")
+
+    @admin.action(description="Create an ingest + policy:read key", permissions=["create_key"])
+    def create_ingest_key(self, request: HttpRequest, queryset: QuerySet[Project]) -> HttpResponse | None:
+        projects = list(queryset[:2])
+        if len(projects) != 1:
+            self.message_user(request, "Select exactly one project to create a key for.", messages.WARNING)
+            return None
+        with transaction.atomic():
+            created = api_key_create(
+                project=projects[0],
+                name=f"ingest + policy:read, {timezone.localdate():%Y-%m-%d}",
+                scopes=[Scope.INGEST, Scope.POLICY_READ],
+                created_by=request.user,
+            )
+            self.log_addition(request, created.api_key, [{"added": {}}])
+        return created_key_response(self, request, created)
+
+
+@admin.register(Membership)
+class MembershipAdmin(admin.ModelAdmin):
+    list_display = ["user", "project", "role", "created_at"]
+    list_filter = ["role", "project"]
+    list_select_related = ["user", "project"]
+    search_fields = ["user__username", "user__email", "project__slug"]
+    autocomplete_fields = ["project", "user"]
+    readonly_fields = ["created_at"]

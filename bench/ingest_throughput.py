@@ -15,7 +15,6 @@ import threading
 import time
 
 import httpx
-
 from _stack import create_key, gunicorn, manage, percentile, scratch_database, stack_env
 
 BATCH = 500

@@ -12,7 +12,6 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 from kombu import Connection
 
-
 BROKER_TIMEOUT_SECONDS = 2.0
 
 

@@ -28,7 +28,7 @@ TOOLSCOPE_ENV = env_choice("TOOLSCOPE_ENV", "development", ("development", "prod
 PRODUCTION = TOOLSCOPE_ENV == "production"
 
 # Known only to this file: production refuses it.
-_DEFAULT_SECRET_KEY = "toolscope-insecure-development-key-do-not-use-in-production"
+_DEFAULT_SECRET_KEY = "toolscope-insecure-development-key-do-not-use-in-production"  # noqa: S105
 SECRET_KEY = env_str("SECRET_KEY", _DEFAULT_SECRET_KEY)
 DEBUG = env_bool("DEBUG", not PRODUCTION)
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost"])

@@ -9,7 +9,6 @@ from celery import shared_task
 from django.db import InterfaceError, OperationalError, connection
 
 from toolscope.telemetry.services.processing import batch_mark_failed, batch_process
-
 from workers.heartbeat import heartbeat_record
 
 logger = logging.getLogger(__name__)

@@ -20,7 +20,7 @@ from api.transcripts import TranscriptError, map_transcript
 from toolscope.telemetry.models import BatchKind
 from toolscope.telemetry.services.ingest import IngestOutcome, ingest_events
 
-ERRORS = {code: ErrorSerializer for code in (400, 401, 403, 413, 415, 429)}
+ERRORS = dict.fromkeys((400, 401, 403, 413, 415, 429), ErrorSerializer)
 
 
 def events_from_body(data: Any) -> list[Any]:

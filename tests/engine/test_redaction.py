@@ -61,10 +61,11 @@ def test_text_without_markers_is_unchanged(text):
 
 
 FRAGMENTS = [
-    "sk-proj-abcdefghijklmnopqrstuvwxyz0123", "ghp_" + "a" * 36, "AKIAIOSFODNN7EXAMPLE", "Bearer abcdefghijklmnop1234",
-    "password=hunter2hunter2", "postgres://u:pw12345678@h/db", "https://example.com/a@b", "token bucket",
-    "xoxb-1234567890-abcdef", "api_key: 'abcd1234efgh'", "-----BEGIN RSA PRIVATE KEY-----\nabc\n-----END RSA PRIVATE KEY-----",
-    "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N", "my_secret = 'x'", "sk_live_abcdefghijklmnop",
+    "sk-proj-abcdefghijklmnopqrstuvwxyz0123", "ghp_" + "a" * 36, "AKIAIOSFODNN7EXAMPLE",
+    "Bearer abcdefghijklmnop1234", "password=hunter2hunter2", "postgres://u:pw12345678@h/db",
+    "https://example.com/a@b", "token bucket", "xoxb-1234567890-abcdef", "api_key: 'abcd1234efgh'",
+    "-----BEGIN RSA PRIVATE KEY-----\nabc\n-----END RSA PRIVATE KEY-----", "my_secret = 'x'",
+    "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N", "sk_live_abcdefghijklmnop",
 ]
 
 

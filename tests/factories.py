@@ -8,9 +8,14 @@ from django.contrib.auth import get_user_model
 from django.utils import timezone
 
 from toolscope.telemetry.models import Membership, Project, Role, Session, ToolCall, Turn
+from toolscope.telemetry.services.advertised import advertised_sets_resolve
 from toolscope.telemetry.services.api_keys import CreatedKey, api_key_create
 
 _seq = itertools.count(1)
+
+
+def next_number() -> int:
+    return next(_seq)
 
 
 def make_user(username: str | None = None, **extra):
@@ -40,8 +45,11 @@ def make_session(project: Project, client_id: str | None = None, **extra) -> Ses
     )
 
 
-def make_turn(session: Session, index: int = 0, **extra) -> Turn:
+def make_turn(session: Session, index: int = 0, advertised=("read_file", "bash"), **extra) -> Turn:
+    tools = [{"name": name, "schema_hash": f"hash-of-{name}"} for name in advertised]
+    (advertised_set,) = advertised_sets_resolve(project=session.project, lists=[tools])
     return Turn.objects.create(
+        advertised_set=advertised_set,
         project=session.project,
         session=session,
         client_id=extra.pop("client_id", f"turn-{next(_seq)}"),

@@ -103,6 +103,7 @@ def make_everything(project: Project) -> dict[type, object]:
         factories.make_key(project).api_key,
         session,
         turn,
+        turn.advertised_set,
         factories.make_tool_call(turn, artifact=artifact),
         artifact,
         make_batch(project),

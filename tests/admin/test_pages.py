@@ -14,6 +14,7 @@ from tests.admin.builders import make_everything
 from tests.admin.conftest import admin_url, change_url
 from toolscope.policies.models import PolicyLabel, PolicyVersion, Tool, ToolGroup
 from toolscope.telemetry.models import (
+    AdvertisedSet,
     ApiKey,
     Artifact,
     IngestBatch,
@@ -30,7 +31,7 @@ ADMIN_MODELS = sorted(
     key=lambda model: model._meta.label,
 )
 # Rows that ingest, processing or publishing write; the admin only shows them.
-NOT_ADDABLE = {Session, Turn, ToolCall, Artifact, IngestBatch, Tool, PolicyVersion}
+NOT_ADDABLE = {Session, Turn, AdvertisedSet, ToolCall, Artifact, IngestBatch, Tool, PolicyVersion}
 # Edited on the page of their tool or policy.
 SHOWN_INLINE = {"policies.ToolVersion", "policies.ContextRule", "policies.CompactionRule"}
 
@@ -115,6 +116,7 @@ SEARCH_TERM = {
     "telemetry.ApiKey": lambda rows: rows[ApiKey].prefix,
     "telemetry.Session": lambda rows: rows[Session].client_id,
     "telemetry.Turn": lambda rows: rows[Turn].client_id,
+    "telemetry.AdvertisedSet": lambda rows: rows[AdvertisedSet].digest,
     "telemetry.ToolCall": lambda rows: rows[ToolCall].client_id,
     "telemetry.Artifact": lambda rows: rows[ToolCall].client_id,
     "policies.Tool": lambda rows: rows[Tool].name,

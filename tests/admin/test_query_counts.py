@@ -13,6 +13,7 @@ from tests.admin import builders
 from tests.admin.conftest import admin_url
 from toolscope.policies.models import Policy, PolicyLabel, PolicyVersion, Tool, ToolGroup
 from toolscope.telemetry.models import (
+    AdvertisedSet,
     ApiKey,
     Artifact,
     IngestBatch,
@@ -46,6 +47,9 @@ ADD_ROW: dict[type, Callable[[Project], object]] = {
     ApiKey: lambda project: factories.make_key(project, name="key"),
     Session: lambda project: factories.make_session(project),
     Turn: lambda project: factories.make_turn(factories.make_session(project)),
+    AdvertisedSet: lambda project: factories.make_turn(
+        factories.make_session(project), advertised=[f"tool-{factories.next_number()}"]
+    ).advertised_set,
     ToolCall: _tool_call,
     Artifact: builders.make_artifact,
     IngestBatch: lambda project: builders.make_batch(project, {"events": [{"n": 1}]}),

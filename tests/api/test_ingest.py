@@ -127,7 +127,7 @@ def test_turn_tool_definitions_enter_the_catalog(api):
     from toolscope.policies.models import Tool
 
     stored = Tool.objects.get(name="grep")
-    assert turn.advertised_tools == [{"name": "grep", "schema_hash": stored.schema_hash}]
+    assert turn.advertised_set.tools == [{"name": "grep", "schema_hash": stored.schema_hash}]
 
 
 @pytest.mark.django_db

@@ -112,6 +112,28 @@ class Session(models.Model):
         return self.client_id
 
 
+class AdvertisedSet(models.Model):
+    """A distinct list of tools an agent advertised on a turn, as (name, schema hash) pairs.
+
+    Agents send the same list turn after turn: stored once per project rather than on every turn,
+    it keeps turns small and lets workers count its schema tokens once.
+    """
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+")
+    digest = models.CharField(max_length=64)
+    # [{"name": ..., "schema_hash": ...}] in the order the agent sent them.
+    tools = models.JSONField(default=list)
+    tool_count = models.PositiveIntegerField()
+    schema_tokens = models.PositiveIntegerField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["project", "digest"], name="advertisedset_digest_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.tool_count} tools ({self.digest[:8]})"
+
+
 class Turn(models.Model):
     """One model request inside a session."""
 
@@ -121,8 +143,9 @@ class Turn(models.Model):
     index = models.PositiveIntegerField()
     model = models.CharField(max_length=200, blank=True)
     started_at = models.DateTimeField()
-    # [{"name": ..., "schema_hash": ...}] in the order the agent sent them.
-    advertised_tools = models.JSONField(default=list, blank=True)
+    advertised_set = models.ForeignKey(
+        AdvertisedSet, null=True, blank=True, on_delete=models.PROTECT, related_name="turns"
+    )
     input_tokens = models.PositiveIntegerField(null=True, blank=True, help_text="As the provider reported.")
     output_tokens = models.PositiveIntegerField(null=True, blank=True, help_text="As the provider reported.")
     cached_tokens = models.PositiveIntegerField(null=True, blank=True, help_text="As the provider reported.")

@@ -19,7 +19,7 @@ from toolscope.telemetry.admin.common import (
     preformatted,
     pretty_json,
 )
-from toolscope.telemetry.models import Artifact, Session, ToolCall, Turn
+from toolscope.telemetry.models import AdvertisedSet, Artifact, Session, ToolCall, Turn
 
 DATE_FILTER = admin.DateFieldListFilter
 
@@ -85,7 +85,7 @@ class TurnAdmin(TelemetryAdmin):
     ]
     list_filter = ["project", "model", ("started_at", DATE_FILTER)]
     list_select_related = ["session", "project"]
-    list_defer = ("advertised_tools", "task_message")
+    list_defer = ("task_message",)
     search_fields = ["=client_id", "=session__client_id"]
     fields = [
         "project", "session", "client_id", "index", "model", "started_at", "created_at",
@@ -104,7 +104,22 @@ class TurnAdmin(TelemetryAdmin):
 
     @admin.display(description="advertised tools")
     def advertised_tools_json(self, obj: Turn) -> SafeString:
-        return pretty_json(obj.advertised_tools)
+        return pretty_json(obj.advertised_set.tools if obj.advertised_set else [])
+
+
+@admin.register(AdvertisedSet)
+class AdvertisedSetAdmin(TelemetryAdmin):
+    list_display = ["digest", "project", "tool_count", "schema_tokens", "created_at"]
+    list_filter = ["project"]
+    list_select_related = ["project"]
+    list_defer = ("tools",)
+    search_fields = ["=digest"]
+    fields = ["project", "digest", "tool_count", "schema_tokens", "created_at", "tools_json"]
+    readonly_fields = fields
+
+    @admin.display(description="tools")
+    def tools_json(self, obj: AdvertisedSet) -> SafeString:
+        return pretty_json(obj.tools)
 
 
 @admin.register(ToolCall)

@@ -19,6 +19,7 @@ from django.utils import timezone
 from toolscope_agent.engine.schemas import schema_hash
 
 from toolscope.policies.services.catalog import catalog_upsert
+from toolscope.telemetry.services.advertised import advertised_sets_resolve
 from toolscope.telemetry.models import BatchStatus, IngestBatch, Project, Session, ToolCall, Turn
 
 logger = logging.getLogger(__name__)
@@ -130,6 +131,9 @@ def _advertised(tool: dict[str, Any]) -> dict[str, str]:
 def _turns_create(project: Project, sessions: dict[str, Session], events: list[dict[str, Any]]) -> None:
     if not events:
         return
+    sets = advertised_sets_resolve(
+        project=project, lists=[[_advertised(tool) for tool in event.get("tools", ())] for event in events]
+    )
     turns = [
         Turn(
             project=project,
@@ -138,7 +142,7 @@ def _turns_create(project: Project, sessions: dict[str, Session], events: list[d
             index=event["index"],
             model=event.get("model", ""),
             started_at=_when(event["timestamp"]),
-            advertised_tools=[_advertised(tool) for tool in event.get("tools", ())],
+            advertised_set=advertised_set,
             input_tokens=event.get("usage", {}).get("input_tokens"),
             output_tokens=event.get("usage", {}).get("output_tokens"),
             cached_tokens=event.get("usage", {}).get("cached_tokens"),
@@ -146,7 +150,7 @@ def _turns_create(project: Project, sessions: dict[str, Session], events: list[d
             system_prompt_chars=event.get("system_prompt_chars", len(event.get("system_prompt", "")) or None),
             task_message=event.get("task_message", ""),
         )
-        for event in events
+        for event, advertised_set in zip(events, sets, strict=True)
     ]
     Turn.objects.bulk_create(turns, ignore_conflicts=True)
     # Tool calls that arrived before their turn get linked now.

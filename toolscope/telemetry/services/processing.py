@@ -19,8 +19,8 @@ from django.utils import timezone
 from toolscope_agent.engine.schemas import schema_hash
 
 from toolscope.policies.services.catalog import catalog_upsert
-from toolscope.telemetry.services.advertised import advertised_sets_resolve
 from toolscope.telemetry.models import BatchStatus, IngestBatch, Project, Session, ToolCall, Turn
+from toolscope.telemetry.services.advertised import advertised_sets_resolve
 
 logger = logging.getLogger(__name__)
 

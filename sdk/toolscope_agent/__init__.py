@@ -1,5 +1,22 @@
-"""toolscope_agent: the agent side of toolscope. No Django, one HTTP client dependency."""
+"""toolscope_agent: the agent side of toolscope. No Django, one HTTP client dependency.
 
-__version__ = "0.1.0"
+from toolscope_agent import Client
 
-__all__ = ["__version__"]
+client = Client("https://toolscope.example.com", api_key="tsk_...")
+with client.session(agent_name="coder", model="gpt-4o") as s:
+    s.turn(tools=tools, usage=response.usage, messages=new_messages)
+    s.tool_call("read_file", {"path": "src/api.py"}, output=text, duration_ms=12.5)
+"""
+
+import logging
+
+from ._version import __version__
+from .client import Client
+from .errors import ToolscopeError
+from .exporter import ExporterStats
+from .session import Session, current_session
+
+# A library logs and lets the application decide where that goes (no "last resort" stderr output).
+logging.getLogger("toolscope_agent").addHandler(logging.NullHandler())
+
+__all__ = ["Client", "ExporterStats", "Session", "ToolscopeError", "__version__", "current_session"]

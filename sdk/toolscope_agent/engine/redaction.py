@@ -70,7 +70,7 @@ def _prefilter() -> Callable[[str], object] | None:
     It matches a superset of what the rules match (no word-start or lookahead conditions), so the
     answer to "what is redacted" is the same with or without it."""
     try:
-        import re2  # type: ignore[import-not-found, unused-ignore]
+        import re2  # type: ignore[import-untyped, import-not-found, unused-ignore]
     except ImportError:  # the SDK's default: no dependency beyond the standard library
         return None
     parts = []

@@ -64,8 +64,13 @@ def _redact_keys(project: Project, events: list[dict[str, Any]]) -> dict[str, se
 
 
 def event_redact(event: dict[str, Any], keys: dict[str, set[str]]) -> dict[str, Any]:
-    redacted: dict[str, Any] = redact_value(event)
-    if event["type"] == "tool_call" and "arguments" in event:
+    """The event with secret-looking text cut out of every string, and the tool's redacted
+    argument keys blanked. Tool definitions (catalog, turn tools) are the agent's own code and
+    are kept as sent."""
+    redacted = {
+        name: value if name == "tools" else redact_value(value) for name, value in event.items()
+    }
+    if "arguments" in event:
         redacted["arguments"] = redact_arguments(event["arguments"], keys.get(event["tool_name"], ()))
     return redacted
 

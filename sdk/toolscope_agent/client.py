@@ -1,0 +1,324 @@
+"""The toolscope client: background telemetry export, sessions, the tool decorator, and the
+synchronous calls (transcript upload, catalog registration)."""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from types import TracebackType
+from typing import Any, ParamSpec, TypeVar, overload
+
+import httpx
+
+from . import _http, _shapes
+from ._http import RetryPolicy, deliver, response_json, server_message
+from ._version import __version__
+from .decorators import tool as _tool
+from .errors import ToolscopeError
+from .exporter import Event, Exporter, ExporterStats
+from .session import Session
+
+logger = logging.getLogger("toolscope_agent")
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+INGEST_PATH = "/api/v1/ingest"
+TRANSCRIPTS_PATH = "/api/v1/transcripts"
+TOOLS_PATH = "/api/v1/tools"
+
+_live_lock = threading.Lock()
+_live: set[Client] = set()
+
+
+def _close_all_at_exit() -> None:
+    """Registered once with atexit: flush and stop every client that was not closed."""
+    with _live_lock:
+        clients = list(_live)
+    for client in clients:
+        try:
+            client.close(timeout=client.shutdown_timeout)
+        except Exception:
+            logger.exception("toolscope: error while closing a client at exit")
+
+
+atexit.register(_close_all_at_exit)
+
+
+class Client:
+    """A connection to one toolscope project.
+
+    Telemetry (`session()`, `record()`, `@tool`) is queued and sent by a daemon thread; recording
+    never blocks and never raises because of the network. `upload_transcript` and
+    `register_tools` are synchronous and raise `ToolscopeError` when the server refuses them.
+
+    Options:
+        max_queue_size: events held while waiting to be sent; beyond it new events are dropped
+            and counted in `stats.dropped`.
+        batch_size: events per request (at most 1,000, the server's limit).
+        flush_interval: seconds an event may wait for its batch to fill before it is sent.
+        max_batch_bytes: uncompressed bytes per request; larger batches are split, and a single
+            event above it is dropped (counted as failed).
+        max_attempts: attempts per request, the first included, on network errors, 5xx and 429.
+        backoff_base, backoff_max: the n-th retry waits a random time in
+            [0, min(backoff_max, backoff_base * 2**(n-1))] seconds.
+        max_retry_after: the longest Retry-After (seconds) that is honoured.
+        timeout: seconds for each HTTP request (connect, read, write).
+        gzip_level: compression level of ingest bodies.
+        shutdown_timeout: how long the exit hook waits for pending events.
+        transport / http_client: an httpx transport, or a whole httpx.Client (not closed by
+            `close()`), e.g. for proxies or tests.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str,
+        *,
+        max_queue_size: int = 10_000,
+        batch_size: int = 500,
+        flush_interval: float = 1.0,
+        max_batch_bytes: int = 4_000_000,
+        max_attempts: int = 5,
+        backoff_base: float = 0.5,
+        backoff_max: float = 30.0,
+        max_retry_after: float = _http.DEFAULT_MAX_RETRY_AFTER,
+        timeout: float = 10.0,
+        gzip_level: int = 6,
+        shutdown_timeout: float = 5.0,
+        transport: httpx.BaseTransport | None = None,
+        http_client: httpx.Client | None = None,
+    ) -> None:
+        if not base_url:
+            raise ValueError("base_url is required, e.g. https://toolscope.example.com")
+        if not base_url.startswith(("http://", "https://")):
+            raise ValueError(f"base_url must start with http:// or https://, not {base_url!r}")
+        if not api_key or not api_key.isascii():
+            raise ValueError("api_key is required (ASCII, as issued by toolscope)")
+        if transport is not None and http_client is not None:
+            raise ValueError("pass either transport or http_client, not both")
+        self.base_url = base_url.rstrip("/")
+        self.shutdown_timeout = shutdown_timeout
+        self._retry = RetryPolicy(
+            max_attempts=max_attempts,
+            backoff_base=backoff_base,
+            backoff_max=backoff_max,
+            max_retry_after=max_retry_after,
+        )
+        self._owns_http = http_client is None
+        self._http = http_client or httpx.Client(timeout=timeout, transport=transport)
+        self._headers = {
+            "Authorization": f"Bearer {api_key}",
+            "User-Agent": f"{_http.USER_AGENT}/{__version__}",
+            "Accept": "application/json",
+        }
+        self._known_hashes: set[str] = set()
+        self._closed = False
+        try:
+            self._exporter = Exporter(
+                http=self._http,
+                url=self.base_url + INGEST_PATH,
+                headers=self._headers,
+                retry=self._retry,
+                max_queue_size=max_queue_size,
+                batch_size=batch_size,
+                flush_interval=flush_interval,
+                max_batch_bytes=max_batch_bytes,
+                gzip_level=gzip_level,
+                on_undelivered=self._undelivered,
+            )
+        except Exception:
+            if self._owns_http:
+                self._http.close()
+            raise
+        with _live_lock:
+            _live.add(self)
+
+    # -- telemetry ------------------------------------------------------------------------------
+
+    def session(
+        self,
+        *,
+        agent_name: str | None = None,
+        model: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        session_id: str | None = None,
+    ) -> Session:
+        """A new session; `with client.session(...) as s:` records its start and end."""
+        return Session(self, agent_name=agent_name, model=model, metadata=metadata, session_id=session_id)
+
+    def record(self, event: Event) -> bool:
+        """Queue one raw event (docs/events.md) without blocking. Returns False when it was
+        dropped (queue full or client closed), which `stats.dropped` counts."""
+        return self._exporter.put(event)
+
+    @overload
+    def tool(self, fn: Callable[P, R], /) -> Callable[P, R]: ...
+
+    @overload
+    def tool(
+        self, fn: str | None = None, /, *, name: str | None = None
+    ) -> Callable[[Callable[P, R]], Callable[P, R]]: ...
+
+    def tool(self, fn: Any = None, /, *, name: str | None = None) -> Any:
+        """Decorator recording a tool function's calls in the current session:
+
+            @client.tool()            # or @client.tool, or @client.tool(name="search")
+            def read_file(path: str) -> str: ...
+
+        Outside a session the function is just called."""
+        if callable(fn):
+            return _tool(fn, name)
+        tool_name = fn if isinstance(fn, str) else name
+
+        def decorate(function: Callable[P, R]) -> Callable[P, R]:
+            return _tool(function, tool_name)
+
+        return decorate
+
+    @property
+    def stats(self) -> ExporterStats:
+        """Counters: sent, dropped, failed, retried, rejected, queued."""
+        return self._exporter.stats
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until every event recorded so far was sent (or given up on); False on timeout."""
+        return self._exporter.flush(timeout)
+
+    def close(self, timeout: float | None = None) -> bool:
+        """Flush and stop the exporter thread; later events are dropped. Idempotent. Returns
+        False when pending events could not be delivered within `timeout` seconds."""
+        with _live_lock:
+            _live.discard(self)
+        self._closed = True
+        finished = self._exporter.close(timeout)
+        if finished and self._owns_http:
+            self._http.close()
+        return finished
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # -- synchronous calls ----------------------------------------------------------------------
+
+    def upload_transcript(
+        self,
+        payload: Mapping[str, Any],
+        *,
+        format: str | None = None,
+        session_id: str | None = None,
+        agent_name: str | None = None,
+        model: str | None = None,
+    ) -> dict[str, Any]:
+        """POST a whole conversation to `/api/v1/transcripts` and return the server's answer.
+
+        `payload` is the request as sent to the provider: `{"messages", "tools"}` (OpenAI Chat
+        Completions), `{"system", "messages", "tools"}` (Anthropic Messages) or `{"input",
+        "tools"}` (OpenAI Responses). `format` names it when the server should not guess.
+        Retried like telemetry; raises ToolscopeError when refused or unreachable.
+        """
+        body: dict[str, Any] = {
+            key: value
+            for key, value in (
+                ("format", format),
+                ("session_id", session_id),
+                ("agent_name", agent_name),
+                ("model", model),
+            )
+            if value is not None
+        }
+        body.update(payload)
+        return self._request("POST", TRANSCRIPTS_PATH, body)
+
+    def register_tools(self, tools: Iterable[Any]) -> dict[str, Any]:
+        """PUT tool definitions (any common shape) into the project's catalog."""
+        definitions = []
+        for definition in tools:
+            full, digest = _shapes.tool_definition(definition)
+            if digest is None:
+                raise ValueError(f"register_tools needs full definitions, not a schema_hash reference: {full}")
+            definitions.append(full)
+        return self._request("PUT", TOOLS_PATH, {"tools": definitions})
+
+    def _request(self, method: str, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        if self._closed:
+            raise ToolscopeError("the client is closed")
+        outcome = deliver(
+            self._http,
+            method,
+            self.base_url + path,
+            content=_shapes.json_text(body).encode("utf-8", "replace"),
+            headers={**self._headers, "Content-Type": "application/json"},
+            policy=self._retry,
+            wait=_http.sleep,
+        )
+        response = outcome.response
+        if outcome.kind == "ok" and response is not None:
+            data = response_json(response)
+            if isinstance(data, dict):
+                return data
+            return {} if data is None else {"data": data}
+        if response is not None:
+            data = response_json(response)
+            message = server_message(response)
+            if outcome.kind == "gave_up":
+                message = f"{message} (gave up after {outcome.attempts} attempts)"
+            raise ToolscopeError(message, status=response.status_code, body=data if data is not None else response.text)
+        raise ToolscopeError(
+            f"{method} {self.base_url + path} failed after {outcome.attempts} attempts: {outcome.error}"
+        )
+
+    # -- schema hashes ----------------------------------------------------------------------------
+
+    def _advertise(self, tools: Iterable[Any], new_hashes: list[str]) -> list[dict[str, Any]]:
+        """Turn-event form of the advertised tools: the full definition the first time this client
+        sees a schema hash, `{"name", "schema_hash"}` afterwards."""
+        known = self._known_hashes
+        out: list[dict[str, Any]] = []
+        for definition in tools:
+            try:
+                full, digest = _shapes.tool_definition(definition)
+            except Exception as exc:
+                logger.warning("toolscope: skipping a tool definition that cannot be read: %s", exc)
+                continue
+            if digest is None:
+                out.append(full)
+            elif digest in known:
+                out.append({"name": full["name"], "schema_hash": digest})
+            else:
+                known.add(digest)
+                new_hashes.append(digest)
+                out.append(full)
+        return out
+
+    def _forget_hashes(self, hashes: Iterable[str]) -> None:
+        for digest in hashes:
+            self._known_hashes.discard(digest)
+
+    def _undelivered(self, events: list[Event]) -> None:
+        """Full definitions that never reached the server are sent again by the next turn."""
+        for event in events:
+            if event.get("type") != "turn":
+                continue
+            for tool in event.get("tools") or ():
+                if isinstance(tool, dict):
+                    digest = _shapes.full_definition_hash(tool)
+                    if digest is not None:
+                        self._known_hashes.discard(digest)
+
+    def __repr__(self) -> str:
+        return f"<toolscope_agent.Client {self.base_url}{' closed' if self._closed else ''}>"

@@ -73,6 +73,8 @@ CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 1, "interval_start": 0, "inte
 # The API must keep answering while the broker is down; the sweeper delivers later.
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 600, "socket_connect_timeout": 2}
 CELERY_TIMEZONE = "UTC"
+# The queue batch processing is sent to; workers consume it (`celery worker -Q`).
+INGEST_QUEUE = env_str("INGEST_QUEUE", "celery")
 _HEARTBEAT_SECONDS = env_int("WORKER_HEARTBEAT_SECONDS", 30, minimum=1)
 CELERY_BEAT_SCHEDULE = {
     # Liveness shown on /readyz: proves beat -> broker -> worker -> shared cache end to end.

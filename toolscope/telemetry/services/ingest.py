@@ -10,6 +10,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 from toolscope_agent.engine.redaction import redact_arguments, redact_value
@@ -133,6 +134,6 @@ def batch_enqueue(*, batch_id: int) -> None:
     from workers.tasks import process_batch
 
     try:
-        process_batch.delay(batch_id)
+        process_batch.apply_async((batch_id,), queue=settings.INGEST_QUEUE)
     except Exception:
         logger.warning("could not enqueue batch %s; the sweeper will retry", batch_id, exc_info=True)

@@ -3,6 +3,7 @@ that can lose responses the way a flaky network does."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -120,10 +121,8 @@ class ResponseDroppingProxy:
             pass
         finally:
             for sock in (source, sink):
-                try:
+                with contextlib.suppress(OSError):
                     sock.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
 
     def close(self) -> None:
         self.listener.close()

@@ -6,10 +6,10 @@ large body nor a small gzip bomb costs more than the limit in memory.
 
 from __future__ import annotations
 
-import json
 import zlib
 from typing import Any
 
+import orjson
 from django.conf import settings
 from rest_framework import exceptions
 from rest_framework.parsers import BaseParser
@@ -65,6 +65,6 @@ class LimitedJSONParser(BaseParser):
             raise _too_large()
         body = read_limited(stream, encoding, limit) if stream is not None else b""
         try:
-            return json.loads(body)
-        except (ValueError, UnicodeDecodeError) as exc:
+            return orjson.loads(body)
+        except orjson.JSONDecodeError as exc:
             raise exceptions.ParseError(f"The body is not valid JSON: {exc}.") from None

@@ -49,10 +49,11 @@ def check_broker() -> dict[str, Any]:
 
 
 def check_worker() -> dict[str, Any]:
+    from toolscope.telemetry.services.batches import worker_metrics
     from workers.heartbeat import heartbeat_age_seconds
 
     age = heartbeat_age_seconds()
-    return {"last_heartbeat_seconds_ago": None if age is None else round(age, 1)}
+    return {"last_heartbeat_seconds_ago": None if age is None else round(age, 1), "batches": worker_metrics()}
 
 
 @never_cache

@@ -75,8 +75,27 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 600, "socket_connect_ti
 CELERY_TIMEZONE = "UTC"
 # The queue batch processing is sent to; workers consume it (`celery worker -Q`).
 INGEST_QUEUE = env_str("INGEST_QUEUE", "celery")
+CELERY_TASK_DEFAULT_QUEUE = INGEST_QUEUE
 _HEARTBEAT_SECONDS = env_int("WORKER_HEARTBEAT_SECONDS", 30, minimum=1)
+# A batch still pending this long lost its broker message; one processing this long lost its
+# worker. Processing takes well under a second, so these only have to beat CELERY_TASK_TIME_LIMIT.
+BATCH_SWEEP_PENDING_SECONDS = env_int("BATCH_SWEEP_PENDING_SECONDS", 60, minimum=1)
+BATCH_SWEEP_PROCESSING_SECONDS = env_int("BATCH_SWEEP_PROCESSING_SECONDS", 300, minimum=1)
+_SWEEP_SECONDS = env_int("BATCH_SWEEP_EVERY_SECONDS", 30, minimum=1)
 CELERY_BEAT_SCHEDULE = {
+    # Re-delivers batches whose message was lost or whose worker died: nothing accepted is lost.
+    "sweep-batches": {
+        "task": "workers.sweep_batches",
+        "schedule": float(_SWEEP_SECONDS),
+        "options": {"expires": max(1, _SWEEP_SECONDS - 1)},
+    },
+    # Rollups are also refreshed after every batch; this catches hours marked by a batch whose
+    # follow-up message was lost.
+    "rollup-dirty-hours": {
+        "task": "workers.rollup_dirty",
+        "schedule": 60.0,
+        "options": {"expires": 59},
+    },
     # Liveness shown on /readyz: proves beat -> broker -> worker -> shared cache end to end.
     # Expires before the next one is due, so a backlog never runs stale heartbeats.
     "heartbeat": {

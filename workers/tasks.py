@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import logging
+import random
 import socket
+from datetime import timedelta
 
 from celery import shared_task
+from django.conf import settings
 from django.db import InterfaceError, OperationalError, connection
 
-from toolscope.telemetry.services.processing import batch_mark_failed, batch_process
+from toolscope.telemetry.services.batches import batches_sweep
+from toolscope.telemetry.services.processing import batch_attempts, batch_mark_failed, batch_process
+from toolscope.telemetry.services.rollups import rollups_refresh
 from workers.heartbeat import heartbeat_record
 
 logger = logging.getLogger(__name__)
@@ -27,8 +32,9 @@ def heartbeat() -> None:
     heartbeat_record()
 
 
-# Errors worth another try: the database or broker blinked. Anything else is a bug or bad data
-# and fails the batch after its attempts, visible in the admin.
+# Errors worth another try soon: the database blinked. Anything else may be a bug or bad data;
+# it is retried too (a deploy may fix it) but the batch is failed, visible and retryable in the
+# admin, after MAX_ATTEMPTS.
 TRANSIENT_ERRORS = (OperationalError, InterfaceError)
 MAX_ATTEMPTS = 5
 
@@ -46,10 +52,34 @@ MAX_ATTEMPTS = 5
 )
 def process_batch(self, batch_id: int) -> bool:
     try:
-        return batch_process(batch_id=batch_id)
+        processed = batch_process(batch_id=batch_id)
     except TRANSIENT_ERRORS:
         raise
     except Exception as exc:
-        batch_mark_failed(batch_id=batch_id, error=f"{type(exc).__name__}: {exc}", final=True)
-        logger.exception("batch %s failed", batch_id)
-        return False
+        final = batch_attempts(batch_id=batch_id) >= MAX_ATTEMPTS
+        batch_mark_failed(batch_id=batch_id, error=f"{type(exc).__name__}: {exc}", final=final)
+        logger.exception("batch %s failed (final: %s)", batch_id, final)
+        if final:
+            return False
+        raise self.retry(exc=exc, countdown=retry_delay(self.request.retries)) from exc
+    if processed:
+        rollup_dirty.apply_async(queue=settings.INGEST_QUEUE)
+    return processed
+
+
+def retry_delay(retries: int) -> float:
+    """Exponential backoff with full jitter: 2 s, 4 s, 8 s ... capped at two minutes."""
+    return random.uniform(0, min(120, 2 ** (retries + 1)))
+
+
+@shared_task(name="workers.sweep_batches", ignore_result=True)
+def sweep_batches() -> int:
+    return len(batches_sweep(
+        pending_after=timedelta(seconds=settings.BATCH_SWEEP_PENDING_SECONDS),
+        processing_after=timedelta(seconds=settings.BATCH_SWEEP_PROCESSING_SECONDS),
+    ))
+
+
+@shared_task(name="workers.rollup_dirty", ignore_result=True, acks_late=True)
+def rollup_dirty() -> int:
+    return rollups_refresh()

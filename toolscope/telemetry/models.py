@@ -152,6 +152,23 @@ class Turn(models.Model):
     latency_ms = models.PositiveIntegerField(null=True, blank=True)
     system_prompt_chars = models.PositiveIntegerField(null=True, blank=True)
     task_message = models.TextField(blank=True, help_text="The user message that started the task.")
+    # Text of the user/assistant messages new in this turn, kept for the budget (not tool outputs).
+    messages = models.JSONField(default=list, blank=True)
+
+    # The budget: this request's context by component, estimated with the project's encoding.
+    new_message_tokens = models.PositiveIntegerField(null=True, blank=True, help_text="This turn's new messages.")
+    system_prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
+    schema_tokens = models.PositiveIntegerField(null=True, blank=True)
+    message_tokens = models.PositiveIntegerField(
+        null=True, blank=True, help_text="User and assistant messages up to and including this turn."
+    )
+    tool_output_tokens = models.PositiveIntegerField(
+        null=True, blank=True,
+        help_text="Tool outputs carried in the history, after duplicate suppression and compaction.",
+    )
+    estimated_input_tokens = models.PositiveIntegerField(null=True, blank=True)
+    window_share = models.FloatField(null=True, blank=True, help_text="Estimated input / context window.")
+    near_window = models.BooleanField(default=False, help_text="Over 80% of the context window.")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -191,7 +208,8 @@ class ToolCall(models.Model):
     tool_name = models.CharField(max_length=200)
     arguments = models.JSONField(default=dict, blank=True)
     output = models.TextField(blank=True)
-    # Set when the output was compacted: the original is kept on the artifact.
+    # Set when the policy compacts this output: `output` then holds the compacted text the model
+    # would get, and the artifact keeps the original for retrieval.
     artifact = models.OneToOneField(
         "Artifact", null=True, blank=True, on_delete=models.SET_NULL, related_name="tool_call"
     )
@@ -201,6 +219,19 @@ class ToolCall(models.Model):
     retries = models.PositiveSmallIntegerField(default=0)
     approval = models.CharField(max_length=16, choices=Approval.choices, default=Approval.NOT_REQUIRED)
     started_at = models.DateTimeField()
+
+    # Token accounting, filled by the workers with the project's encoding.
+    output_hash = models.CharField(max_length=64, blank=True, help_text="sha256 of the normalised output.")
+    output_tokens = models.PositiveIntegerField(null=True, blank=True)
+    argument_tokens = models.PositiveIntegerField(null=True, blank=True)
+    # An output identical (trailing whitespace aside) to an earlier output of the same tool in the
+    # same session points at that first occurrence; the agent could have sent `placeholder`.
+    duplicate_of = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="duplicates"
+    )
+    duplicate_tokens = models.PositiveIntegerField(default=0, help_text="Tokens this output repeated.")
+    placeholder = models.TextField(blank=True)
+    placeholder_tokens = models.PositiveIntegerField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -234,6 +265,78 @@ class Artifact(models.Model):
 
     def __str__(self) -> str:
         return f"{self.strategy} {self.tokens_before}→{self.tokens_after}"
+
+
+class ToolHourly(models.Model):
+    """Per project, tool and hour: what the dashboard's tool charts read. Rebuilt from raw rows
+    whenever an hour is touched, so late data lands in the right hour."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+")
+    hour = models.DateTimeField()
+    tool_name = models.CharField(max_length=200)
+    calls = models.PositiveIntegerField(default=0)
+    errors = models.PositiveIntegerField(default=0, help_text="Calls whose status is not ok.")
+    duration_p50_ms = models.FloatField(null=True)
+    duration_p95_ms = models.FloatField(null=True)
+    output_tokens = models.PositiveBigIntegerField(default=0)
+    duplicates = models.PositiveIntegerField(default=0)
+    duplicate_tokens = models.PositiveBigIntegerField(default=0)
+    compactions = models.PositiveIntegerField(default=0)
+    compaction_savings = models.PositiveBigIntegerField(default=0, help_text="Tokens before minus after.")
+    times_advertised = models.PositiveIntegerField(default=0, help_text="Turns that advertised the tool.")
+    times_called = models.PositiveIntegerField(default=0, help_text="Turns that called the tool.")
+    schema_tokens = models.PositiveBigIntegerField(default=0, help_text="Its schema's tokens, summed over turns.")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["project", "hour", "tool_name"], name="toolhourly_unique")
+        ]
+        indexes = [models.Index(fields=["project", "tool_name", "hour"], name="toolhourly_tool")]
+
+    def __str__(self) -> str:
+        return f"{self.tool_name} @ {self.hour:%Y-%m-%d %H:00}"
+
+
+class ProjectHourly(models.Model):
+    """Per project and hour: sessions, turns and tokens by component for the overview."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+")
+    hour = models.DateTimeField()
+    sessions = models.PositiveIntegerField(default=0, help_text="Sessions started in the hour.")
+    turns = models.PositiveIntegerField(default=0)
+    tool_calls = models.PositiveIntegerField(default=0)
+    errors = models.PositiveIntegerField(default=0)
+    near_window_turns = models.PositiveIntegerField(default=0)
+    system_prompt_tokens = models.PositiveBigIntegerField(default=0)
+    schema_tokens = models.PositiveBigIntegerField(default=0)
+    message_tokens = models.PositiveBigIntegerField(default=0)
+    tool_output_tokens = models.PositiveBigIntegerField(default=0)
+    estimated_input_tokens = models.PositiveBigIntegerField(default=0)
+    provider_input_tokens = models.PositiveBigIntegerField(default=0)
+    provider_output_tokens = models.PositiveBigIntegerField(default=0)
+    duplicate_tokens = models.PositiveBigIntegerField(default=0)
+    compaction_savings = models.PositiveBigIntegerField(default=0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["project", "hour"], name="projecthourly_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.project_id} @ {self.hour:%Y-%m-%d %H:00}"
+
+
+class DirtyHour(models.Model):
+    """An hour of a project whose rollups must be rebuilt; processing marks, the rollup task
+    claims. One row per (project, hour) however many batches touched it."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+")
+    hour = models.DateTimeField()
+    marked_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["project", "hour"], name="dirtyhour_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.project_id} @ {self.hour:%Y-%m-%d %H:00}"
 
 
 class BatchStatus(models.TextChoices):

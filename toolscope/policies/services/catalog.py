@@ -10,6 +10,7 @@ from toolscope_agent.engine.schemas import normalize_tool, schema_hash
 
 from toolscope.policies.models import Tool, ToolVersion
 from toolscope.telemetry.models import Project
+from toolscope.tokenizer import schema_tokens
 
 
 def tool_schema_hash(*, name: str, description: str, input_schema: dict[str, Any]) -> str:
@@ -32,6 +33,16 @@ def _normalized(definitions: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return by_name
 
 
+def _priced(by_name: dict[str, dict[str, Any]], encoding: str) -> dict[str, dict[str, Any]]:
+    """Each definition with the tokens it costs in a request's tools array (cached by hash)."""
+    for d in by_name.values():
+        d["schema_tokens"] = schema_tokens(
+            name=d["name"], description=d["description"], input_schema=d["input_schema"],
+            schema_hash=d["schema_hash"], encoding=encoding,
+        )
+    return by_name
+
+
 @transaction.atomic
 def catalog_upsert(*, project: Project, definitions: list[dict[str, Any]]) -> list[dict[str, str]]:
     """Insert new tools, update changed definitions, keep every schema in ToolVersion.
@@ -39,7 +50,7 @@ def catalog_upsert(*, project: Project, definitions: list[dict[str, Any]]) -> li
     Per-tool settings (scope, approval, redaction, ...) belong to operators and are never touched.
     Returns {"name", "schema_hash", "status": created|updated|unchanged} per tool.
     """
-    by_name = _normalized(definitions)
+    by_name = _priced(_normalized(definitions), project.encoding)
     existing = {tool.name: tool for tool in Tool.objects.filter(project=project, name__in=by_name)}
     now = timezone.now()
     created, updated, results = [], [], []
@@ -48,11 +59,12 @@ def catalog_upsert(*, project: Project, definitions: list[dict[str, Any]]) -> li
         if tool is None:
             created.append(Tool(project=project, name=name, description=d["description"],
                                 input_schema=d["input_schema"], source=d["source"],
-                                schema_hash=d["schema_hash"], last_seen_at=now))
+                                schema_hash=d["schema_hash"], schema_tokens=d["schema_tokens"],
+                                last_seen_at=now))
             status = "created"
         elif tool.schema_hash != d["schema_hash"] or (d["source"] and tool.source != d["source"]):
             tool.description, tool.input_schema = d["description"], d["input_schema"]
-            tool.schema_hash, tool.schema_tokens = d["schema_hash"], None
+            tool.schema_hash, tool.schema_tokens = d["schema_hash"], d["schema_tokens"]
             tool.source = d["source"] or tool.source
             updated.append(tool)
             status = "updated"
@@ -71,7 +83,7 @@ def _versions_record(project: Project, by_name: dict[str, dict[str, Any]]) -> No
     ToolVersion.objects.bulk_create(
         [
             ToolVersion(tool_id=tool_ids[name], schema_hash=d["schema_hash"], description=d["description"],
-                        input_schema=d["input_schema"])
+                        input_schema=d["input_schema"], schema_tokens=d["schema_tokens"])
             for name, d in by_name.items()
         ],
         ignore_conflicts=True,

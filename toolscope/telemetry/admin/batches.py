@@ -5,11 +5,12 @@ Read-only: a batch is evidence of what an agent sent, and processing reads it ag
 
 from __future__ import annotations
 
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.utils.safestring import SafeString
 
 from toolscope.telemetry.admin.common import ListDeferMixin, ReadOnlyAdminMixin, pretty_json
 from toolscope.telemetry.models import IngestBatch
+from toolscope.telemetry.services.batches import batches_retry, worker_metrics
 
 
 @admin.register(IngestBatch)
@@ -25,6 +26,20 @@ class IngestBatchAdmin(ReadOnlyAdminMixin, ListDeferMixin, admin.ModelAdmin):
         "received_at", "started_at", "finished_at", "payload_json",
     ]
     readonly_fields = fields
+    actions = ["retry_batches"]
+
+    def changelist_view(self, request, extra_context=None):
+        # Whether the workers keep up, above the list of what they work on.
+        extra_context = {**(extra_context or {}), "worker_metrics": worker_metrics()}
+        return super().changelist_view(request, extra_context=extra_context)
+
+    @admin.action(description="Retry selected failed batches")
+    def retry_batches(self, request, queryset) -> None:
+        retried = batches_retry(batch_ids=list(queryset.values_list("pk", flat=True)))
+        skipped = queryset.count() - retried
+        self.message_user(request, f"{retried} failed batch(es) queued again.", messages.SUCCESS)
+        if skipped:
+            self.message_user(request, f"{skipped} batch(es) were not failed and were left alone.", messages.WARNING)
 
     @admin.display(description="payload")
     def payload_json(self, obj: IngestBatch) -> SafeString:

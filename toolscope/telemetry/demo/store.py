@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from django.db import models
 
@@ -13,15 +14,16 @@ from toolscope.policies.models import (
     Policy,
     Tool,
     ToolGroup,
-    ToolVersion,
 )
-from toolscope.policies.services.catalog import tool_schema_hash
+from toolscope.policies.services.catalog import catalog_upsert
 from toolscope.telemetry.demo.catalog import ALWAYS_ON, CATALOG, COMPACTION, CONTEXT_RULES, GROUPS
 from toolscope.telemetry.demo.generator import SessionRecord, TurnRecord, advertised_tools
-from toolscope.telemetry.models import AdvertisedSet, Project, Session, ToolCall, Turn
-from toolscope.telemetry.services.advertised import advertised_sets_resolve
+from toolscope.telemetry.models import DirtyHour, Project, Session, ToolCall, Turn
+from toolscope.telemetry.services.processing import events_apply
+from toolscope.telemetry.services.rollups import rollups_rebuild_all
 
-BATCH_SIZE = 500
+# Processing recomputes each touched session; chunks keep each call's working set small.
+SESSIONS_PER_CHUNK = 50
 
 
 @dataclass(frozen=True)
@@ -39,23 +41,19 @@ def _require_pks(objs: Sequence[models.Model]) -> None:
 
 
 def catalog_store(*, project: Project) -> dict[str, Tool]:
-    """The demo catalog as Tool rows, each with its first ToolVersion."""
-    tools = []
-    for spec in CATALOG:
-        schema_hash = tool_schema_hash(name=spec.name, description=spec.description, input_schema=spec.input_schema)
-        tools.append(Tool(
-            project=project, name=spec.name, description=spec.description, input_schema=spec.input_schema,
-            source=spec.source, schema_hash=schema_hash, scope=spec.scope,
-            requires_approval=spec.requires_approval, redact=list(spec.redact),
-        ))
-    Tool.objects.bulk_create(tools)
-    _require_pks(tools)
-    ToolVersion.objects.bulk_create([
-        ToolVersion(tool=tool, schema_hash=tool.schema_hash, description=tool.description,
-                    input_schema=tool.input_schema)
-        for tool in tools
+    """The demo catalog, registered the way an agent's catalog event would be, plus the per-tool
+    settings an operator would have set."""
+    specs = {spec.name: spec for spec in CATALOG}
+    catalog_upsert(project=project, definitions=[
+        {"name": s.name, "description": s.description, "input_schema": s.input_schema, "source": s.source}
+        for s in CATALOG
     ])
-    return {tool.name: tool for tool in tools}
+    tools = {tool.name: tool for tool in Tool.objects.filter(project=project)}
+    for name, tool in tools.items():
+        tool.scope, tool.requires_approval = specs[name].scope, specs[name].requires_approval
+        tool.redact = list(specs[name].redact)
+    Tool.objects.bulk_update(tools.values(), ["scope", "requires_approval", "redact"])
+    return tools
 
 
 def policy_store(*, policy: Policy, tools: dict[str, Tool]) -> None:
@@ -84,52 +82,48 @@ def policy_store(*, policy: Policy, tools: dict[str, Tool]) -> None:
 
 
 def sessions_store(*, project: Project, records: Sequence[SessionRecord], tools: dict[str, Tool]) -> StoredCounts:
-    sessions = Session.objects.bulk_create(
-        [Session(project=project, client_id=r.client_id, agent_name=r.agent_name, model=r.model,
-                 started_at=r.started_at, ended_at=r.ended_at, metadata=r.metadata) for r in records],
-        batch_size=BATCH_SIZE,
-    )
-    _require_pks(sessions)
-    (advertised,) = advertised_sets_resolve(
-        project=project, lists=[advertised_tools({name: tool.schema_hash for name, tool in tools.items()})]
-    )
-    turns = Turn.objects.bulk_create(
-        [_turn(project, session, record, turn, advertised)
-         for session, record in zip(sessions, records, strict=True) for turn in record.turns],
-        batch_size=BATCH_SIZE,
-    )
-    _require_pks(turns)
-    calls = ToolCall.objects.bulk_create(_calls(project, sessions, records, turns), batch_size=BATCH_SIZE)
-    return StoredCounts(tools=len(tools), sessions=len(sessions), turns=len(turns), tool_calls=len(calls))
+    """The sessions sent through the same processing as ingested events (tokens, duplicates,
+    compaction, budgets), a chunk of sessions at a time, then rolled up."""
+    advertised = advertised_tools({name: tool.schema_hash for name, tool in tools.items()})
+    for start in range(0, len(records), SESSIONS_PER_CHUNK):
+        events = [event for record in records[start:start + SESSIONS_PER_CHUNK]
+                  for event in _session_events(record, advertised)]
+        events_apply(project=project, events=events)
+    rollups_rebuild_all(project_id=project.pk)
+    DirtyHour.objects.filter(project=project).delete()
+    turns = sum(len(r.turns) for r in records)
+    calls = sum(len(t.calls) for r in records for t in r.turns)
+    return StoredCounts(tools=len(tools), sessions=len(records), turns=turns, tool_calls=calls)
 
 
-def _turn(
-    project: Project, session: Session, record: SessionRecord, turn: TurnRecord, advertised: AdvertisedSet | None
-) -> Turn:
-    return Turn(
-        project=project, session=session, client_id=turn.client_id, index=turn.index, model=record.model,
-        started_at=turn.started_at, advertised_set=advertised, input_tokens=turn.input_tokens,
-        output_tokens=turn.output_tokens, cached_tokens=turn.cached_tokens, latency_ms=turn.latency_ms,
-        system_prompt_chars=turn.system_prompt_chars, task_message=turn.task_message,
-    )
+def _session_events(record: SessionRecord, advertised: list[dict[str, str]]) -> Iterator[dict[str, Any]]:
+    sid = record.client_id
+    yield {"type": "session", "id": sid, "session_id": sid, "action": "start", "agent_name": record.agent_name,
+           "model": record.model, "metadata": record.metadata, "timestamp": record.started_at.isoformat()}
+    for turn in record.turns:
+        yield _turn_event(record, turn, advertised)
+        for call in turn.calls:
+            yield {"type": "tool_call", "id": call.client_id, "session_id": sid, "turn_index": turn.index,
+                   "call_id": call.call_id, "tool_name": call.tool_name, "arguments": call.arguments,
+                   "output": call.output, "status": call.status, "error": call.error,
+                   "duration_ms": call.duration_ms, "retries": call.retries, "approval": call.approval,
+                   "timestamp": call.started_at.isoformat()}
+    yield {"type": "session", "id": f"{sid}:end", "session_id": sid, "action": "end",
+           "timestamp": record.ended_at.isoformat()}
 
 
-def _calls(
-    project: Project, sessions: list[Session], records: Sequence[SessionRecord], turns: list[Turn]
-) -> Iterator[ToolCall]:
-    # Turns were created in record order, so walking the records again pairs each with its row.
-    turn_rows = iter(turns)
-    for session, record in zip(sessions, records, strict=True):
-        for turn_record in record.turns:
-            turn = next(turn_rows)
-            for call in turn_record.calls:
-                yield ToolCall(
-                    project=project, session=session, turn=turn, turn_index=turn.index,
-                    client_id=call.client_id, call_id=call.call_id, tool_name=call.tool_name,
-                    arguments=call.arguments, output=call.output, status=call.status, error=call.error,
-                    duration_ms=call.duration_ms, retries=call.retries, approval=call.approval,
-                    started_at=call.started_at,
-                )
+def _turn_event(record: SessionRecord, turn: TurnRecord, advertised: list[dict[str, str]]) -> dict[str, Any]:
+    event: dict[str, Any] = {
+        "type": "turn", "id": turn.client_id, "session_id": record.client_id, "index": turn.index,
+        "model": record.model, "timestamp": turn.started_at.isoformat(), "tools": advertised,
+        "usage": {"input_tokens": turn.input_tokens, "output_tokens": turn.output_tokens,
+                  "cached_tokens": turn.cached_tokens},
+        "latency_ms": turn.latency_ms, "system_prompt_chars": turn.system_prompt_chars,
+    }
+    if turn.task_message:
+        event["task_message"] = turn.task_message
+        event["messages"] = [{"role": "user", "content": turn.task_message}]
+    return event
 
 
 def demo_delete(*, project: Project) -> None:

@@ -9,6 +9,7 @@ constraints on (project, client_id) make every insert idempotent as well.
 from __future__ import annotations
 
 import logging
+import math
 from collections import defaultdict
 from datetime import datetime
 from typing import Any
@@ -16,11 +17,14 @@ from typing import Any
 from django.db import transaction
 from django.db.models import F, OuterRef, Subquery
 from django.utils import timezone
-from toolscope_agent.engine.schemas import schema_hash
+from toolscope_agent.engine.duplicates import output_fingerprint
+from toolscope_agent.engine.schemas import canonical_json, schema_hash
 
 from toolscope.policies.services.catalog import catalog_upsert
 from toolscope.telemetry.models import BatchStatus, IngestBatch, Project, Session, ToolCall, Turn
+from toolscope.telemetry.services.accounting import sessions_account
 from toolscope.telemetry.services.advertised import advertised_sets_resolve
+from toolscope.tokenizer import count_many
 
 logger = logging.getLogger(__name__)
 
@@ -51,6 +55,10 @@ def batch_process(*, batch_id: int) -> bool:
     return True
 
 
+def batch_attempts(*, batch_id: int) -> int:
+    return IngestBatch.objects.filter(pk=batch_id).values_list("attempts", flat=True).first() or 0
+
+
 def batch_mark_failed(*, batch_id: int, error: str, final: bool) -> None:
     """Record a failed attempt; a final one leaves the batch `failed` for an operator to retry."""
     status = BatchStatus.FAILED if final else BatchStatus.PENDING
@@ -72,6 +80,7 @@ def events_apply(*, project: Project, events: list[dict[str, Any]]) -> None:
     sessions = _sessions_upsert(project, events, by_type["session"])
     _turns_create(project, sessions, by_type["turn"])
     _tool_calls_create(project, sessions, by_type["tool_call"])
+    sessions_account(project=project, session_ids=[session.pk for session in sessions.values()])
 
 
 def _sessions_upsert(
@@ -134,6 +143,7 @@ def _turns_create(project: Project, sessions: dict[str, Session], events: list[d
     sets = advertised_sets_resolve(
         project=project, lists=[[_advertised(tool) for tool in event.get("tools", ())] for event in events]
     )
+    system_tokens, message_tokens = _turn_tokens(project, events)
     turns = [
         Turn(
             project=project,
@@ -149,8 +159,11 @@ def _turns_create(project: Project, sessions: dict[str, Session], events: list[d
             latency_ms=round(event["latency_ms"]) if "latency_ms" in event else None,
             system_prompt_chars=event.get("system_prompt_chars", len(event.get("system_prompt", "")) or None),
             task_message=event.get("task_message", ""),
+            messages=event.get("messages", []),
+            system_prompt_tokens=system,
+            new_message_tokens=messages,
         )
-        for event, advertised_set in zip(events, sets, strict=True)
+        for event, advertised_set, system, messages in zip(events, sets, system_tokens, message_tokens, strict=True)
     ]
     Turn.objects.bulk_create(turns, ignore_conflicts=True)
     # Tool calls that arrived before their turn get linked now.
@@ -160,6 +173,24 @@ def _turns_create(project: Project, sessions: dict[str, Session], events: list[d
             Turn.objects.filter(session_id=OuterRef("session_id"), index=OuterRef("turn_index")).values("pk")[:1]
         )
     )
+
+
+def _turn_tokens(project: Project, events: list[dict[str, Any]]) -> tuple[list[int | None], list[int]]:
+    """Tokens of each turn's system prompt and new messages, counted in one batch call.
+
+    A system prompt sent only as a size is estimated at four characters a token."""
+    prompts = [event.get("system_prompt", "") for event in events]
+    messages = [
+        "\n".join(m["content"] for m in event.get("messages", ())) or event.get("task_message", "")
+        for event in events
+    ]
+    counts = count_many(prompts + messages, project.encoding)
+    system = [
+        counts[i] if prompts[i] else (math.ceil(event["system_prompt_chars"] / 4) if "system_prompt_chars" in event
+                                      else None)
+        for i, event in enumerate(events)
+    ]
+    return system, counts[len(events):]
 
 
 def _tool_calls_create(project: Project, sessions: dict[str, Session], events: list[dict[str, Any]]) -> None:
@@ -172,6 +203,9 @@ def _tool_calls_create(project: Project, sessions: dict[str, Session], events: l
             session_id__in={session_id for session_id, _ in wanted}
         ).values_list("pk", "session_id", "index")
     }
+    outputs = [event.get("output", "") for event in events]
+    arguments = [canonical_json(event["arguments"]) if event.get("arguments") else "" for event in events]
+    counts = count_many(outputs + arguments, project.encoding)
     calls = [
         ToolCall(
             project=project,
@@ -189,7 +223,10 @@ def _tool_calls_create(project: Project, sessions: dict[str, Session], events: l
             retries=event.get("retries", 0),
             approval=event.get("approval", "not_required"),
             started_at=_when(event["timestamp"]),
+            output_hash=output_fingerprint(outputs[i]) if outputs[i] else "",
+            output_tokens=counts[i],
+            argument_tokens=counts[len(events) + i],
         )
-        for event in events
+        for i, event in enumerate(events)
     ]
     ToolCall.objects.bulk_create(calls, ignore_conflicts=True)

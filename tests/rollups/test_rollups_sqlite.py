@@ -1,0 +1,45 @@
+"""The embedded default: the same rollups on SQLite, percentiles computed in Python."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+CONFIG_VARIABLES = ("DATABASE_URL", "CELERY_BROKER_URL", "CELERY_RESULT_BACKEND", "CACHE_URL", "TOOLSCOPE_ENV")
+SCRIPT = """
+import json, django
+django.setup()
+from django.core.management import call_command
+call_command("migrate", verbosity=0)
+from tests import factories
+from tests.rollups.dataset import H0, build_dataset
+from toolscope.telemetry.models import ProjectHourly, ToolHourly
+from toolscope.telemetry.services.rollups import dirty_hours_mark, rollups_refresh
+project = factories.make_project("acme")
+build_dataset(project)
+dirty_hours_mark(project_id=project.pk, timestamps=[H0])
+refreshed = rollups_refresh()
+tools = {row.pop("tool_name"): row for row in ToolHourly.objects.filter(hour=H0).values(
+    "tool_name", "calls", "errors", "duration_p50_ms", "duration_p95_ms", "times_advertised", "times_called",
+    "schema_tokens", "compaction_savings")}
+print(json.dumps({"refreshed": refreshed, "tools": tools, "turns": ProjectHourly.objects.get(hour=H0).turns}))
+"""
+
+
+def test_rollups_on_sqlite_match_the_hand_computed_numbers(tmp_path):
+    env = {key: value for key, value in os.environ.items() if key not in CONFIG_VARIABLES}
+    env.update(TOOLSCOPE_SQLITE_PATH=str(tmp_path / "toolscope.sqlite3"), DJANGO_SETTINGS_MODULE="toolscope.settings")
+    done = subprocess.run([sys.executable, "-c", SCRIPT], cwd=REPO, env=env, capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    read_file, bash = result["tools"]["read_file"], result["tools"]["bash"]
+    assert (result["refreshed"], result["turns"]) == (1, 3)
+    assert (read_file["calls"], read_file["errors"], read_file["compaction_savings"]) == (4, 1, 800)
+    assert (read_file["duration_p50_ms"], read_file["duration_p95_ms"]) == (25, 38.5)
+    assert (read_file["times_advertised"], read_file["times_called"], read_file["schema_tokens"]) == (3, 1, 360)
+    assert (bash["times_called"], result["tools"]["grep"]["calls"]) == (2, 0)

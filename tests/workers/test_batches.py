@@ -1,0 +1,110 @@
+"""Batch lifecycle: attempts, failure after N, retry from the admin, the sweeper, the metrics."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from tests.admin.conftest import admin_url
+from toolscope.telemetry.models import BatchStatus, IngestBatch, Session
+from toolscope.telemetry.services.batches import batches_retry, batches_sweep, worker_metrics
+from toolscope.telemetry.services.processing import batch_process
+from workers import tasks
+
+GOOD = {"events": [{"type": "session", "id": "s1", "session_id": "s1", "action": "start",
+                    "timestamp": "2026-11-22T10:00:00+00:00"}]}
+# Passes ingest validation's shape but not processing: a turn without its required index.
+BROKEN = {"events": [{"type": "turn", "id": "t1", "session_id": "s1", "timestamp": "2026-11-22T10:00:00+00:00"}]}
+
+
+def make_batch(project, payload=GOOD, **fields) -> IngestBatch:
+    fields.setdefault("event_count", len(payload["events"]))
+    return IngestBatch.objects.create(project=project, payload=payload, **fields)
+
+
+@pytest.fixture
+def enqueued(monkeypatch):
+    sent = []
+    monkeypatch.setattr("toolscope.telemetry.services.batches.batch_enqueue",
+                        lambda *, batch_id: sent.append(batch_id))
+    return sent
+
+
+def test_processing_marks_done_and_counts_the_attempt(project):
+    batch = make_batch(project)
+    assert batch_process(batch_id=batch.pk) is True
+    batch.refresh_from_db()
+    assert (batch.status, batch.attempts, batch.error) == (BatchStatus.DONE, 1, "")
+    assert batch.finished_at is not None
+
+
+def test_a_done_batch_is_not_processed_again(project):
+    batch = make_batch(project)
+    batch_process(batch_id=batch.pk)
+    Session.objects.all().delete()
+    assert batch_process(batch_id=batch.pk) is False
+    assert not Session.objects.exists()
+
+
+def test_a_failing_batch_is_retried_then_failed_after_max_attempts(project):
+    batch = make_batch(project, BROKEN)
+    for attempt in range(1, tasks.MAX_ATTEMPTS):
+        with pytest.raises(Exception):  # noqa: B017,PT011 - the task asks Celery to retry
+            tasks.process_batch.apply(args=[batch.pk], throw=True)
+        batch.refresh_from_db()
+        assert (batch.status, batch.attempts) == (BatchStatus.PENDING, attempt)
+    assert tasks.process_batch.apply(args=[batch.pk]).result is False
+    batch.refresh_from_db()
+    assert batch.status == BatchStatus.FAILED
+    assert batch.attempts == tasks.MAX_ATTEMPTS
+    assert "KeyError" in batch.error
+
+
+def test_retrying_a_failed_batch_resets_it_and_enqueues_it(project, django_capture_on_commit_callbacks, enqueued):
+    failed = make_batch(project, status=BatchStatus.FAILED, attempts=5, error="boom")
+    done = make_batch(project, status=BatchStatus.DONE)
+    with django_capture_on_commit_callbacks(execute=True):
+        assert batches_retry(batch_ids=[failed.pk, done.pk]) == 1
+    failed.refresh_from_db()
+    assert (failed.status, failed.attempts, failed.error) == (BatchStatus.PENDING, 0, "")
+    assert enqueued == [failed.pk]
+
+
+def test_the_admin_retry_action_retries_failed_batches(project, superuser, client, enqueued,
+                                                      django_capture_on_commit_callbacks):
+    failed = make_batch(project, status=BatchStatus.FAILED, attempts=5, error="boom")
+    client.force_login(superuser)
+    with django_capture_on_commit_callbacks(execute=True):
+        response = client.post(admin_url(IngestBatch, "changelist"),
+                               {"action": "retry_batches", "_selected_action": [failed.pk]}, follow=True)
+    assert "1 failed batch(es) queued again" in response.content.decode()
+    assert enqueued == [failed.pk]
+
+
+def test_the_sweeper_re_enqueues_only_stale_batches(project, enqueued):
+    now = timezone.now()
+    lost = make_batch(project)
+    IngestBatch.objects.filter(pk=lost.pk).update(received_at=now - timedelta(minutes=5))
+    fresh = make_batch(project)
+    dead_worker = make_batch(project, status=BatchStatus.PROCESSING, started_at=now - timedelta(minutes=30))
+    busy_worker = make_batch(project, status=BatchStatus.PROCESSING, started_at=now)
+    make_batch(project, status=BatchStatus.DONE)
+    swept = batches_sweep(pending_after=timedelta(minutes=1), processing_after=timedelta(minutes=10))
+    assert sorted(swept) == sorted([lost.pk, dead_worker.pk])
+    assert sorted(enqueued) == sorted(swept)
+    assert fresh.pk not in swept and busy_worker.pk not in swept
+
+
+def test_worker_metrics_report_lag_throughput_and_failures(project, client):
+    old = make_batch(project)
+    IngestBatch.objects.filter(pk=old.pk).update(received_at=timezone.now() - timedelta(seconds=90))
+    make_batch(project, status=BatchStatus.DONE, finished_at=timezone.now(), event_count=600)
+    make_batch(project, status=BatchStatus.FAILED)
+    metrics = worker_metrics()
+    assert 89 <= metrics["oldest_pending_seconds"] <= 120
+    assert metrics["events_per_second"] == 2.0  # 600 events over the 300 s window
+    assert metrics["failed_batches"] == 1
+    readyz = client.get("/readyz").json()
+    assert readyz["checks"]["worker"]["batches"]["failed_batches"] == 1

@@ -1,0 +1,81 @@
+"""The policy document: the JSON an agent applies (DESIGN.md, "The policy JSON").
+
+Built from a project's draft; publishing freezes one into a PolicyVersion. Workers apply the
+document's `outputs` section (duplicates, compaction) when they account for recorded outputs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import Prefetch
+
+from toolscope.policies.models import Policy, PolicyLabel, Tool, ToolGroup
+from toolscope.policies.selectors import SETTINGS_FIELDS
+from toolscope.telemetry.models import Project
+
+PRODUCTION_LABEL = "production"
+# What an agent gets with nothing configured: every tool, duplicates suppressed, no compaction.
+DEFAULT_OUTPUTS: dict[str, Any] = {"duplicates": {"suppress": True}, "compaction": []}
+
+
+def policy_document_build(*, policy: Policy) -> dict[str, Any]:
+    """The draft as a document (without version/etag, which publishing adds). Five queries."""
+    policy = (
+        Policy.objects.select_related("project")
+        .prefetch_related(
+            "always_on",
+            Prefetch("groups", queryset=ToolGroup.objects.prefetch_related("tools")),
+            "context_rules__groups",
+            "compaction_rules",
+        )
+        .get(pk=policy.pk)
+    )
+    project = policy.project
+    return {
+        "project": project.slug,
+        "encoding": project.encoding,
+        "context_window": project.context_window,
+        "selection": {
+            "mode": policy.mode,
+            "always_on": sorted(tool.name for tool in policy.always_on.all()),
+            "groups": {group.name: sorted(t.name for t in group.tools.all()) for group in policy.groups.all()},
+            "context_rules": [
+                {"name": rule.name, "keywords": rule.keywords, "regex": rule.regex or None,
+                 "groups": sorted(group.name for group in rule.groups.all())}
+                for rule in policy.context_rules.all() if rule.enabled
+            ],
+            "progressive": {"hint_prefix": policy.hint_prefix},
+            "tool_search": {"top_k": policy.search_top_k, "max_top_k": policy.search_max_top_k,
+                            "provider_search": policy.provider_search},
+            "sticky_discovered": policy.sticky_discovered,
+        },
+        "outputs": {
+            "duplicates": {"suppress": policy.suppress_duplicates},
+            "compaction": [
+                {"tools": rule.tools, "max_tokens": rule.max_tokens, "strategy": rule.strategy}
+                for rule in policy.compaction_rules.all()
+            ],
+        },
+        "tools": _tool_settings(project),
+    }
+
+
+def _tool_settings(project: Project) -> dict[str, dict[str, Any]]:
+    tools = Tool.objects.filter(project=project).values("name", *SETTINGS_FIELDS)
+    return {tool.pop("name"): tool for tool in tools}
+
+
+def policy_outputs_for_processing(*, project: Project) -> dict[str, Any]:
+    """The `outputs` rules recorded outputs are accounted under: the production label's version
+    when one is published, else the draft, else the defaults."""
+    label = PolicyLabel.objects.filter(project=project, name=PRODUCTION_LABEL).select_related("version").first()
+    if label is not None:
+        return label.version.document.get("outputs", DEFAULT_OUTPUTS)
+    policy = Policy.objects.filter(project=project).first()
+    if policy is None:
+        return DEFAULT_OUTPUTS
+    return {
+        "duplicates": {"suppress": policy.suppress_duplicates},
+        "compaction": list(policy.compaction_rules.values("tools", "max_tokens", "strategy")),
+    }

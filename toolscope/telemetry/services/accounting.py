@@ -1,0 +1,208 @@
+"""Token accounting of a session: duplicates, compaction artifacts and each turn's budget.
+
+Recomputed for every session a batch touches, from the rows as they are now, so events that
+arrive late or out of order still give the same answer as if they had come in order, and
+processing a batch twice changes nothing. Texts are tokenised once, when their rows are created
+(see processing.py); this module only reads lightweight columns, except the outputs it compacts.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from toolscope_agent.engine.compaction import compact, rule_for, rules_from_policy
+from toolscope_agent.engine.duplicates import placeholder_text
+
+from toolscope.policies.models import ToolVersion
+from toolscope.policies.services.documents import policy_outputs_for_processing
+from toolscope.telemetry.models import AdvertisedSet, Artifact, Project, Session, ToolCall, Turn
+from toolscope.telemetry.services.rollups import dirty_hours_mark
+from toolscope.tokenizer import count_many, counter
+
+NEAR_WINDOW_SHARE = 0.8
+CALL_FIELDS = (
+    "id", "session_id", "client_id", "call_id", "tool_name", "turn_index", "started_at", "output_hash",
+    "output_tokens", "duplicate_of_id", "duplicate_tokens", "placeholder", "placeholder_tokens", "artifact_id",
+    "artifact__tokens_after",
+)
+TURN_FIELDS = (
+    "id", "session_id", "index", "started_at", "new_message_tokens", "system_prompt_tokens", "advertised_set_id",
+    "input_tokens", "schema_tokens", "message_tokens", "tool_output_tokens", "estimated_input_tokens",
+    "window_share", "near_window",
+)
+
+
+@dataclass
+class CallState:
+    row: dict[str, Any]
+    changes: dict[str, Any] = field(default_factory=dict)
+
+    def get(self, name: str) -> Any:
+        return self.changes.get(name, self.row[name])
+
+    def set(self, name: str, value: Any) -> None:
+        if name not in self.row or self.row[name] != value:
+            self.changes[name] = value
+
+
+def sessions_account(*, project: Project, session_ids: Iterable[int]) -> None:
+    session_ids = sorted(set(session_ids))
+    if not session_ids:
+        return
+    outputs = policy_outputs_for_processing(project=project)
+    suppress = bool(outputs.get("duplicates", {}).get("suppress", True))
+    calls = [
+        CallState(row) for row in ToolCall.objects.filter(session_id__in=session_ids)
+        .order_by("session_id", "turn_index", "started_at", "id").values(*CALL_FIELDS)
+    ]
+    _duplicates_link(calls, project)
+    _compaction_apply(calls, project, rules_from_policy(outputs), skip_duplicates=suppress)
+    _calls_save(calls)
+    turns = list(Turn.objects.filter(session_id__in=session_ids).order_by("session_id", "index").values(*TURN_FIELDS))
+    _advertised_sets_price(project, {t["advertised_set_id"] for t in turns if t["advertised_set_id"]})
+    _budgets_save(project, turns, calls, suppress=suppress)
+    # A session's own hour counts it, even when its turns fall in later hours.
+    starts = Session.objects.filter(pk__in=session_ids).values_list("started_at", flat=True)
+    dirty_hours_mark(
+        project_id=project.pk,
+        timestamps=[c.row["started_at"] for c in calls] + [t["started_at"] for t in turns] + list(starts),
+    )
+
+
+def _duplicates_link(calls: list[CallState], project: Project) -> None:
+    first: dict[tuple[int, str, str], CallState] = {}
+    for call in calls:
+        key = (call.row["session_id"], call.row["tool_name"], call.row["output_hash"])
+        original = first.setdefault(key, call) if call.row["output_hash"] else call
+        if original is call:
+            call.set("duplicate_of_id", None)
+            call.set("duplicate_tokens", 0)
+            call.set("placeholder", "")
+            call.set("placeholder_tokens", None)
+            continue
+        call.set("duplicate_of_id", original.row["id"])
+        call.set("duplicate_tokens", call.row["output_tokens"] or 0)
+        call.set("placeholder", placeholder_text(
+            tool_name=call.row["tool_name"],
+            first_call_id=original.row["call_id"] or original.row["client_id"],
+            turn_index=original.row["turn_index"],
+        ))
+    _placeholders_count(calls, project)
+
+
+def _placeholders_count(calls: list[CallState], project: Project) -> None:
+    pending = [c for c in calls if c.get("placeholder")
+               and ("placeholder" in c.changes or c.get("placeholder_tokens") is None)]
+    texts = sorted({c.get("placeholder") for c in pending})
+    tokens = dict(zip(texts, count_many(texts, project.encoding), strict=True))
+    for call in pending:
+        call.set("placeholder_tokens", tokens[call.get("placeholder")])
+
+
+def _compaction_apply(calls: list[CallState], project: Project, rules: list[Any], *, skip_duplicates: bool) -> None:
+    wanted: dict[int, Any] = {}
+    for call in calls:
+        if call.row["artifact_id"] or (skip_duplicates and call.get("duplicate_of_id")):
+            continue
+        rule = rule_for(call.row["tool_name"], rules)
+        if rule is not None and (call.row["output_tokens"] or 0) > rule.max_tokens:
+            wanted[call.row["id"]] = rule
+    if not wanted:
+        return
+    count = counter(project.encoding)
+    outputs = dict(ToolCall.objects.filter(pk__in=wanted).values_list("pk", "output"))
+    artifacts = {}
+    for call_id, rule in wanted.items():
+        result = compact(outputs[call_id], strategy=rule.strategy, max_tokens=rule.max_tokens, count=count)
+        artifacts[call_id] = Artifact(
+            project=project, original=outputs[call_id], compacted=result.text, tokens_before=result.tokens_before,
+            tokens_after=result.tokens_after, strategy=result.strategy,
+        )
+    Artifact.objects.bulk_create(artifacts.values())
+    for call in calls:
+        artifact = artifacts.get(call.row["id"])
+        if artifact is not None:
+            call.set("artifact_id", artifact.pk)
+            call.set("output", artifact.compacted)
+            call.row["artifact__tokens_after"] = artifact.tokens_after
+
+
+def _calls_save(calls: list[CallState]) -> None:
+    """bulk_update writes every listed field of every row, so rows are grouped by which fields
+    changed: a row never gets a column it did not change (outputs are not even loaded)."""
+    groups: dict[tuple[str, ...], list[ToolCall]] = defaultdict(list)
+    for call in calls:
+        if call.changes:
+            names = tuple(sorted(call.changes))
+            groups[names].append(ToolCall(pk=call.row["id"], **call.changes))
+    for names, rows in groups.items():
+        ToolCall.objects.bulk_update(rows, [name.removesuffix("_id") for name in names], batch_size=500)
+
+
+def _advertised_sets_price(project: Project, set_ids: set[int]) -> None:
+    """Schema tokens of each advertised set whose price is still unknown: the sum of its tools'
+    schema costs by schema hash. A set with a definition never seen stays unpriced until it is."""
+    sets = list(AdvertisedSet.objects.filter(pk__in=set_ids, schema_tokens__isnull=True))
+    if not sets:
+        return
+    hashes = {tool["schema_hash"] for s in sets for tool in s.tools}
+    priced = dict(
+        ToolVersion.objects.filter(tool__project=project, schema_hash__in=hashes, schema_tokens__isnull=False)
+        .values_list("schema_hash", "schema_tokens")
+    )
+    done = []
+    for advertised in sets:
+        costs = [priced.get(tool["schema_hash"]) for tool in advertised.tools]
+        if None not in costs:
+            advertised.schema_tokens = sum(costs)
+            done.append(advertised)
+    AdvertisedSet.objects.bulk_update(done, ["schema_tokens"])
+
+
+def _effective_tokens(call: CallState, *, suppress: bool) -> int:
+    if suppress and call.get("duplicate_of_id"):
+        return call.get("placeholder_tokens") or 0
+    if call.get("artifact_id"):
+        return call.row["artifact__tokens_after"] or 0
+    return call.row["output_tokens"] or 0
+
+
+def _budgets_save(project: Project, turns: list[dict[str, Any]], calls: list[CallState], *, suppress: bool) -> None:
+    set_tokens = dict(AdvertisedSet.objects.filter(
+        pk__in={t["advertised_set_id"] for t in turns if t["advertised_set_id"]}
+    ).values_list("pk", "schema_tokens"))
+    outputs_by_turn: dict[tuple[int, int], int] = defaultdict(int)
+    for call in calls:
+        outputs_by_turn[(call.row["session_id"], call.row["turn_index"])] += _effective_tokens(call, suppress=suppress)
+    changed = []
+    messages = carried = 0
+    session = None
+    for turn in turns:
+        if turn["session_id"] != session:
+            session, messages, carried, last_index = turn["session_id"], 0, 0, -1
+        # Outputs of calls made in earlier turns are in this request's history.
+        carried += sum(outputs_by_turn.get((session, i), 0) for i in range(last_index, turn["index"]) if i >= 0)
+        last_index = turn["index"]
+        messages += turn["new_message_tokens"] or 0
+        budget = _budget(turn, project, schema=set_tokens.get(turn["advertised_set_id"]) or 0,
+                         messages=messages, outputs=carried)
+        if any(turn[name] != value for name, value in budget.items()):
+            changed.append(Turn(pk=turn["id"], **budget))
+    Turn.objects.bulk_update(changed, list(BUDGET_FIELDS), batch_size=500)
+
+
+BUDGET_FIELDS = ("schema_tokens", "message_tokens", "tool_output_tokens", "estimated_input_tokens", "window_share",
+                 "near_window")
+
+
+def _budget(turn: dict[str, Any], project: Project, *, schema: int, messages: int, outputs: int) -> dict[str, Any]:
+    estimate = (turn["system_prompt_tokens"] or 0) + schema + messages + outputs
+    # The provider's count is what the request really used; the estimate is what the policy
+    # would leave. Near-window means the larger of the two is over 80% of the window.
+    share = max(estimate, turn["input_tokens"] or 0) / project.context_window
+    return {"schema_tokens": schema, "message_tokens": messages, "tool_output_tokens": outputs,
+            "estimated_input_tokens": estimate, "window_share": round(share, 4),
+            "near_window": share > NEAR_WINDOW_SHARE}

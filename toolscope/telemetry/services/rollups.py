@@ -1,0 +1,376 @@
+"""Hourly rollups (ToolHourly, ProjectHourly): what the dashboard reads instead of raw rows.
+
+An hour's rollups are always recomputed whole from the raw rows and replace what was there
+(delete + insert in one transaction), never incremented: a rebuild is idempotent, and late data
+lands in its own hour once that hour is rebuilt. Processing marks the hours it touched
+(`dirty_hours_mark`); a periodic task claims and rebuilds them (`rollups_refresh`).
+
+Concurrency, on PostgreSQL:
+
+- A refresher claims DirtyHour rows with SELECT ... FOR UPDATE SKIP LOCKED, deletes them at once
+  and rebuilds their hours in the same transaction. A crash rolls all of it back (the marks stay);
+  a second refresher skips the locked rows, so two refreshers never rebuild the same marks.
+- A mark is INSERT ... ON CONFLICT DO UPDATE. Made while a claim of the same hour is open, it
+  waits for the claim's transaction (the row is locked, then deleted); once the claim commits and
+  the row is gone, PostgreSQL retries the insert and a fresh mark survives, so the hour is rebuilt
+  again with whatever the marker wrote (the running rebuild could not see it). The choice is
+  re-marking rather than comparing marked_at. ON CONFLICT DO NOTHING would not wait on a row that
+  is only locked (between the claim's SELECT and its DELETE) and that mark would be lost.
+- A rebuild takes a transaction-level advisory lock per (project, hour), in hour order, before
+  reading: a refresh and a full rebuild of the same hour run one after the other, and the later
+  one reads the later data.
+
+SQLite serialises writers: a rebuild deletes the old rollups first, which takes the write lock
+before anything is read.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from django.db import connection, transaction
+from django.db.models import Aggregate, Count, F, FloatField, Func, Q, QuerySet, Sum, TextField, Value
+from django.db.models.functions import Greatest, TruncDay, TruncHour
+from django.utils import timezone
+
+from toolscope.policies.models import Tool
+from toolscope.telemetry.models import (
+    AdvertisedSet,
+    DirtyHour,
+    ProjectHourly,
+    Session,
+    ToolCall,
+    ToolCallStatus,
+    ToolHourly,
+    Turn,
+)
+
+HOUR = timedelta(hours=1)
+DAY_HOURS = 24
+INSERT_BATCH = 2000
+# Turn budget fields summed into ProjectHourly under the same names.
+TURN_BUDGET = ("system_prompt_tokens", "schema_tokens", "message_tokens", "tool_output_tokens",
+               "estimated_input_tokens")
+# ProjectHourly field <- ToolHourly field, summed over the hour's tools.
+CALL_TOTALS = {"tool_calls": "calls", "errors": "errors", "duplicate_tokens": "duplicate_tokens",
+               "compaction_savings": "compaction_savings"}
+
+Key = tuple[datetime, str]
+
+
+class PercentileCont(Aggregate):
+    """PostgreSQL's ordered-set aggregate: the group's percentile, interpolated, NULLs ignored."""
+
+    function = "PERCENTILE_CONT"
+    name = "PercentileCont"
+    template = "%(function)s(%(fraction)s) WITHIN GROUP (ORDER BY %(expressions)s)"
+    output_field = FloatField()
+
+    def __init__(self, expression: str, *, fraction: float, **extra: Any) -> None:
+        # Rendered into the SQL text (it is not a parameter), hence the strict check.
+        if not 0 <= float(fraction) <= 1:
+            raise ValueError(f"fraction must be between 0 and 1, not {fraction!r}")
+        super().__init__(expression, fraction=float(fraction), **extra)
+
+
+class _TurnKey(Func):
+    """(session, turn_index): the turn a call belongs to, even when its `turn` link is null.
+    A row value on PostgreSQL; SQLite's COUNT(DISTINCT) takes one value, so a string there."""
+
+    function = "ROW"
+    output_field = TextField()
+
+    def as_sqlite(self, compiler: Any, connection: Any, **extra: Any) -> tuple[str, list[Any]]:
+        return self.as_sql(compiler, connection, template="(%(expressions)s)", arg_joiner=" || ':' || ", **extra)
+
+
+def percentile_cont(values: Sequence[float], fraction: float) -> float | None:
+    """percentile_cont in Python, for SQLite which has none: linear interpolation between the two
+    closest ranks, so both databases show the same numbers. None for no values, like SQL's NULL."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    position = fraction * (len(ordered) - 1)
+    lower = math.floor(position)
+    upper = min(lower + 1, len(ordered) - 1)
+    return ordered[lower] + (ordered[upper] - ordered[lower]) * (position - lower)
+
+
+def hour_floor(moment: datetime) -> datetime:
+    """The UTC hour holding `moment`. A naive datetime is taken as UTC, as the database stores it."""
+    if timezone.is_naive(moment):
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+
+
+def _hours_normalise(moments: Iterable[datetime]) -> list[datetime]:
+    # Sorted: upserts and advisory locks taken in one global order cannot deadlock each other.
+    return sorted({hour_floor(moment) for moment in moments})
+
+
+def _in_hours(hours: list[datetime], field: str = "started_at") -> Q:
+    """Consecutive hours merged into [start, end) ranges: a day is one index range scan, not 24."""
+    ranges: list[list[datetime]] = []
+    for hour in hours:
+        if ranges and ranges[-1][1] == hour:
+            ranges[-1][1] = hour + HOUR
+        else:
+            ranges.append([hour, hour + HOUR])
+    condition = Q()
+    for start, end in ranges:
+        condition |= Q(**{f"{field}__gte": start, f"{field}__lt": end})
+    return condition
+
+
+def _hourly(queryset: QuerySet[Any], *, project_id: int, hours: list[datetime]) -> QuerySet[Any]:
+    return (
+        queryset.filter(_in_hours(hours), project_id=project_id)
+        .annotate(hour=TruncHour("started_at", tzinfo=UTC))
+        .order_by()
+    )
+
+
+# --- marks ---------------------------------------------------------------------------------------
+
+
+def dirty_hours_mark(*, project_id: int, timestamps: Iterable[datetime]) -> None:
+    """Mark the hours holding `timestamps` for rebuilding: one upsert, however many timestamps.
+
+    update_conflicts rather than ignore_conflicts so that a mark racing a claim waits for it and
+    survives it (module docstring); bumping marked_at also shows how fresh the mark is."""
+    now = timezone.now()
+    marks = [DirtyHour(project_id=project_id, hour=hour, marked_at=now) for hour in _hours_normalise(timestamps)]
+    if marks:
+        DirtyHour.objects.bulk_create(
+            marks, update_conflicts=True, unique_fields=["project", "hour"], update_fields=["marked_at"]
+        )
+
+
+def _dirty_hours_claim(*, limit: int) -> list[tuple[int, datetime]]:
+    """Claim and delete up to `limit` marks, oldest first; must run inside the rebuild's transaction."""
+    queryset = DirtyHour.objects.order_by("marked_at", "id")
+    if connection.features.has_select_for_update_skip_locked:
+        queryset = queryset.select_for_update(skip_locked=True)
+    claimed = list(queryset.values_list("id", "project_id", "hour")[:limit])
+    DirtyHour.objects.filter(pk__in=[pk for pk, _, _ in claimed]).delete()
+    return [(project_id, hour) for _, project_id, hour in claimed]
+
+
+# --- reading raw rows ----------------------------------------------------------------------------
+
+
+def _call_rows(*, project_id: int, hours: list[datetime]) -> dict[Key, dict[str, Any]]:
+    """ToolHourly's call figures per (hour, tool): one aggregate query (two on SQLite)."""
+    postgres = connection.vendor == "postgresql"
+    aggregates: dict[str, Any] = {
+        "calls": Count("id"),
+        "errors": Count("id", filter=~Q(status=ToolCallStatus.OK)),
+        "output_tokens": Sum("output_tokens", default=0),
+        "duplicates": Count("id", filter=Q(duplicate_of__isnull=False)),
+        "duplicate_tokens": Sum("duplicate_tokens", default=0),
+        "compactions": Count("id", filter=Q(artifact__isnull=False)),
+        # Clamped: an artifact that grew must not make the (unsigned) savings negative.
+        "compaction_savings": Sum(
+            Greatest(F("artifact__tokens_before") - F("artifact__tokens_after"), Value(0)), default=0
+        ),
+        "times_called": Count(_TurnKey("session_id", "turn_index"), distinct=True),
+    }
+    if postgres:
+        aggregates["duration_p50_ms"] = PercentileCont("duration_ms", fraction=0.5)
+        aggregates["duration_p95_ms"] = PercentileCont("duration_ms", fraction=0.95)
+    queryset = _hourly(ToolCall.objects.all(), project_id=project_id, hours=hours)
+    rows = {(row.pop("hour"), row.pop("tool_name")): row
+            for row in queryset.values("hour", "tool_name").annotate(**aggregates)}
+    if not postgres:
+        _sqlite_percentiles(queryset, rows)
+    return rows
+
+
+def _sqlite_percentiles(queryset: QuerySet[ToolCall], rows: dict[Key, dict[str, Any]]) -> None:
+    # SQLite only (the embedded default, small data): the durations come to Python.
+    durations: dict[Key, list[float]] = defaultdict(list)
+    for hour, tool_name, duration in queryset.filter(duration_ms__isnull=False).values_list(
+        "hour", "tool_name", "duration_ms"
+    ):
+        durations[(hour, tool_name)].append(duration)
+    for key, row in rows.items():
+        row["duration_p50_ms"] = percentile_cont(durations[key], 0.5)
+        row["duration_p95_ms"] = percentile_cont(durations[key], 0.95)
+
+
+def _turn_rows(*, project_id: int, hours: list[datetime]) -> list[dict[str, Any]]:
+    """Turn counts and budget sums per (hour, advertised set): sets are few, so rows are few."""
+    # Aliased: an annotation may not reuse a field's name.
+    sums = {f"sum_{name}": Sum(name, default=0) for name in TURN_BUDGET}
+    rows = (
+        _hourly(Turn.objects.all(), project_id=project_id, hours=hours)
+        .values("hour", "advertised_set_id")
+        .annotate(
+            turns=Count("id"),
+            near_window_turns=Count("id", filter=Q(near_window=True)),
+            provider_input_tokens=Sum("input_tokens", default=0),
+            provider_output_tokens=Sum("output_tokens", default=0),
+            **sums,
+        )
+    )
+    return [{key.removeprefix("sum_"): value for key, value in row.items()} for row in rows]
+
+
+def _session_counts(*, project_id: int, hours: list[datetime]) -> dict[datetime, int]:
+    queryset = _hourly(Session.objects.all(), project_id=project_id, hours=hours)
+    return dict(queryset.values("hour").annotate(sessions=Count("id")).values_list("hour", "sessions"))
+
+
+def _schema_costs(*, project_id: int, names: set[str]) -> dict[tuple[str, str], int]:
+    """Schema tokens per (tool, schema hash); key (tool, "") is the tool's current cost."""
+    costs: dict[tuple[str, str], int] = {}
+    rows = Tool.objects.filter(project_id=project_id, name__in=names).values_list(
+        "name", "schema_tokens", "versions__schema_hash", "versions__schema_tokens"
+    )
+    for name, tool_tokens, version_hash, version_tokens in rows:
+        costs[(name, "")] = tool_tokens or 0
+        if version_hash is not None and version_tokens is not None:
+            costs[(name, version_hash)] = version_tokens
+    return costs
+
+
+def _advertised(*, project_id: int, turn_rows: list[dict[str, Any]]) -> dict[Key, tuple[int, int]]:
+    """(times advertised, schema tokens) per (hour, tool), from turn counts per advertised set."""
+    counted = [row for row in turn_rows if row["advertised_set_id"] is not None]
+    if not counted:
+        return {}
+    tool_lists = dict(
+        AdvertisedSet.objects.filter(project_id=project_id, pk__in={row["advertised_set_id"] for row in counted})
+        .values_list("id", "tools")
+    )
+    # A name listed twice in one set is still one advertisement per turn; the first entry wins.
+    sets = {set_id: {tool["name"]: tool.get("schema_hash") or "" for tool in reversed(tools)}
+            for set_id, tools in tool_lists.items()}
+    costs = _schema_costs(project_id=project_id, names={name for tools in sets.values() for name in tools})
+    advertised: dict[Key, tuple[int, int]] = {}
+    for row in counted:
+        for name, digest in sets.get(row["advertised_set_id"], {}).items():
+            cost = costs.get((name, digest), costs.get((name, ""), 0))
+            times, tokens = advertised.get((row["hour"], name), (0, 0))
+            advertised[(row["hour"], name)] = (times + row["turns"], tokens + row["turns"] * cost)
+    return advertised
+
+
+# --- building rollup rows ------------------------------------------------------------------------
+
+
+def _tool_hourly(
+    *, project_id: int, calls: dict[Key, dict[str, Any]], advertised: dict[Key, tuple[int, int]]
+) -> list[ToolHourly]:
+    # Advertised-but-never-called tools get a row with calls=0: the dashboard's dead weight.
+    rows = []
+    for hour, tool_name in sorted(calls.keys() | advertised.keys()):
+        times_advertised, schema_tokens = advertised.get((hour, tool_name), (0, 0))
+        rows.append(ToolHourly(
+            project_id=project_id, hour=hour, tool_name=tool_name, times_advertised=times_advertised,
+            schema_tokens=schema_tokens, **calls.get((hour, tool_name), {}),
+        ))
+    return rows
+
+
+def _project_hourly(
+    *, project_id: int, sessions: dict[datetime, int], turn_rows: list[dict[str, Any]],
+    calls: dict[Key, dict[str, Any]],
+) -> list[ProjectHourly]:
+    # Only hours with some row get an entry, so an emptied hour ends with no ProjectHourly row.
+    totals: dict[datetime, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for hour, count in sessions.items():
+        totals[hour]["sessions"] += count
+    turn_fields = ("turns", "near_window_turns", "provider_input_tokens", "provider_output_tokens", *TURN_BUDGET)
+    for row in turn_rows:
+        for field in turn_fields:
+            totals[row["hour"]][field] += row[field]
+    for (hour, _), row in calls.items():
+        for field, source in CALL_TOTALS.items():
+            totals[hour][field] += row[source]
+    return [ProjectHourly(project_id=project_id, hour=hour, **fields) for hour, fields in sorted(totals.items())]
+
+
+def _hours_lock(*, project_id: int, hours: list[datetime]) -> None:
+    """Serialise rebuilds of the same (project, hour) until commit (module docstring)."""
+    if connection.vendor != "postgresql":
+        return
+    keys = [int(hour.timestamp()) // 3600 for hour in hours]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_advisory_xact_lock(%s::integer, key) FROM unnest(%s::integer[]) AS key ORDER BY key",
+            [project_id, keys],
+        )
+
+
+# --- services ------------------------------------------------------------------------------------
+
+
+def rollups_rebuild(*, project_id: int, hours: Iterable[datetime]) -> None:
+    """Recompute the project's ToolHourly and ProjectHourly rows of exactly these hours from the raw
+    rows, replacing what was there. A constant number of aggregate queries, whatever the volume:
+    raw rows never come to Python on PostgreSQL."""
+    wanted = _hours_normalise(hours)
+    if not wanted:
+        return
+    with transaction.atomic():
+        _hours_lock(project_id=project_id, hours=wanted)
+        # Deleted before reading: on SQLite this takes the write lock before anything is read.
+        ToolHourly.objects.filter(project_id=project_id, hour__in=wanted).delete()
+        ProjectHourly.objects.filter(project_id=project_id, hour__in=wanted).delete()
+        calls = _call_rows(project_id=project_id, hours=wanted)
+        turn_rows = _turn_rows(project_id=project_id, hours=wanted)
+        sessions = _session_counts(project_id=project_id, hours=wanted)
+        advertised = _advertised(project_id=project_id, turn_rows=turn_rows)
+        ToolHourly.objects.bulk_create(
+            _tool_hourly(project_id=project_id, calls=calls, advertised=advertised), batch_size=INSERT_BATCH
+        )
+        ProjectHourly.objects.bulk_create(
+            _project_hourly(project_id=project_id, sessions=sessions, turn_rows=turn_rows, calls=calls),
+            batch_size=INSERT_BATCH,
+        )
+
+
+def rollups_refresh(*, limit: int = 500) -> int:
+    """Claim up to `limit` dirty hours and rebuild them, in one transaction so that a crash loses no
+    mark and a concurrent refresher skips them. Returns the number of hours rebuilt."""
+    if limit <= 0:
+        return 0
+    with transaction.atomic():
+        claimed = _dirty_hours_claim(limit=limit)
+        by_project: dict[int, list[datetime]] = defaultdict(list)
+        for project_id, hour in claimed:
+            by_project[project_id].append(hour)
+        # Projects in id order, hours sorted: advisory locks always taken in one global order.
+        for project_id in sorted(by_project):
+            rollups_rebuild(project_id=project_id, hours=by_project[project_id])
+    return len(claimed)
+
+
+def _days_with_data(*, project_id: int | None) -> dict[int, set[datetime]]:
+    """UTC days holding raw rows, or rollups (which may be stale if their raw rows are gone)."""
+    days: dict[int, set[datetime]] = defaultdict(set)
+    sources = ((Session, "started_at"), (Turn, "started_at"), (ToolCall, "started_at"), (ProjectHourly, "hour"))
+    for model, field in sources:
+        queryset = model.objects.order_by()
+        if project_id is not None:
+            queryset = queryset.filter(project_id=project_id)
+        pairs = queryset.annotate(day=TruncDay(field, tzinfo=UTC)).values_list("project_id", "day").distinct()
+        for owner_id, day in pairs:
+            days[owner_id].add(day)
+    return days
+
+
+def rollups_rebuild_all(*, project_id: int | None = None) -> int:
+    """Rebuild every hour of every day that has data, for one project or all, a day per transaction
+    so that no transaction holds locks for long. Returns the number of hours rebuilt."""
+    rebuilt = 0
+    for owner_id, days in sorted(_days_with_data(project_id=project_id).items()):
+        for day in sorted(days):
+            rollups_rebuild(project_id=owner_id, hours=[day + HOUR * offset for offset in range(DAY_HOURS)])
+            rebuilt += DAY_HOURS
+    return rebuilt

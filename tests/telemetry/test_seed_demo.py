@@ -16,7 +16,6 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from toolscope.policies.models import CompactionRule, Tool, ToolVersion
-from toolscope.telemetry.demo.store import demo_delete
 from toolscope.telemetry.models import Membership, Project, Role, Session, ToolCall, Turn
 from toolscope.telemetry.services.api_keys import api_key_verify
 

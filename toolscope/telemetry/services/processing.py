@@ -17,7 +17,7 @@ from typing import Any
 from django.db import transaction
 from django.db.models import F, OuterRef, Subquery
 from django.utils import timezone
-from toolscope_agent.engine.duplicates import output_fingerprint
+from toolscope_agent.engine.duplicates import normalize_output, output_fingerprint
 from toolscope_agent.engine.schemas import canonical_json, schema_hash
 
 from toolscope.policies.services.catalog import catalog_upsert
@@ -223,7 +223,8 @@ def _tool_calls_create(project: Project, sessions: dict[str, Session], events: l
             retries=event.get("retries", 0),
             approval=event.get("approval", "not_required"),
             started_at=_when(event["timestamp"]),
-            output_hash=output_fingerprint(outputs[i]) if outputs[i] else "",
+            # Whitespace-only outputs carry nothing to repeat: never duplicates.
+            output_hash=output_fingerprint(outputs[i]) if normalize_output(outputs[i]) else "",
             output_tokens=counts[i],
             argument_tokens=counts[len(events) + i],
         )

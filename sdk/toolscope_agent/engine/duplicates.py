@@ -1,0 +1,107 @@
+"""Duplicate outputs: a tool output identical to an earlier output of the same tool in the same
+session is not sent again; a short placeholder pointing at the first one is sent instead.
+
+"Identical" means equal after `normalize_output`: trailing whitespace (spaces, tabs, carriage
+returns, any Unicode whitespace) is removed from the end of every line, and trailing blank lines
+from the end of the text. Leading whitespace and everything inside a line still count, so
+differently indented outputs differ, while CRLF and LF endings of the same lines do not.
+
+Duplicates are per tool name: the same text returned by two different tools is not a duplicate.
+An output that normalises to the empty string is never a duplicate (nor an original).
+
+The agent applies this with `DuplicateTracker` as calls happen; the server links recorded calls
+with `find_duplicates` (or with stored fingerprints, `output_fingerprint`). Both give the same
+answer for the same calls in the same order.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+_TRACKER_FORMAT = 1
+
+
+def normalize_output(text: str) -> str:
+    """`text` without trailing whitespace on any line and without trailing blank lines."""
+    return "\n".join(line.rstrip() for line in text.split("\n")).rstrip()
+
+
+def output_fingerprint(text: str) -> str:
+    """sha256 (hex) of the UTF-8 of normalize_output(text). Lone surrogates, which JSON can
+    carry, are encoded as they are (surrogatepass) rather than failing."""
+    return _digest(normalize_output(text))
+
+
+def placeholder_text(*, tool_name: str, first_call_id: str, turn_index: int) -> str:
+    """What is sent instead of a repeated output."""
+    return f"[same output as {tool_name} call {first_call_id} (turn {turn_index}); not repeated]"
+
+
+class DuplicateTracker:
+    """First occurrences of the outputs of one session, per tool, on the agent's side."""
+
+    def __init__(self) -> None:
+        self._first: dict[tuple[str, str], tuple[str, int]] = {}
+
+    def __len__(self) -> int:
+        return len(self._first)
+
+    def check(self, tool_name: str, output: str, *, call_id: str, turn_index: int) -> str | None:
+        """The placeholder to send instead of `output` when the same tool returned the same output
+        earlier in this session (from another call), else None after recording this call as the
+        first occurrence of its output."""
+        normalized = normalize_output(output)
+        if not normalized:
+            return None
+        key = (tool_name, _digest(normalized))
+        first = self._first.setdefault(key, (call_id, turn_index))
+        if first[0] == call_id:  # the first occurrence (or the same call checked again)
+            return None
+        return placeholder_text(tool_name=tool_name, first_call_id=first[0], turn_index=first[1])
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-serialisable snapshot: fingerprints and first calls, never the outputs."""
+        return {
+            "format": _TRACKER_FORMAT,
+            "first": [[tool, digest, call_id, turn] for (tool, digest), (call_id, turn) in self._first.items()],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> DuplicateTracker:
+        """The tracker `to_dict` described; ValueError for anything else."""
+        if not isinstance(data, Mapping) or data.get("format") != _TRACKER_FORMAT:
+            raise ValueError(f"not a duplicate tracker snapshot (format {_TRACKER_FORMAT})")
+        entries = data.get("first")
+        if not isinstance(entries, list):
+            raise ValueError("duplicate tracker snapshot: 'first' must be a list")
+        tracker = cls()
+        for entry in entries:
+            if not (isinstance(entry, list | tuple) and len(entry) == 4
+                    and all(isinstance(part, str) for part in entry[:3])
+                    and isinstance(entry[3], int) and not isinstance(entry[3], bool)):
+                raise ValueError(f"duplicate tracker snapshot: bad entry {entry!r}")
+            tool, fingerprint, call_id, turn = entry
+            tracker._first.setdefault((tool, fingerprint), (call_id, turn))
+        return tracker
+
+
+def find_duplicates(calls: Sequence[tuple[str, str, str, int]]) -> list[str | None]:
+    """For calls (call_id, tool_name, output, turn_index) in session order: the call_id of the
+    first call of the same tool with the same output, or None for first occurrences and empty
+    outputs. The turn index plays no part (parallel calls of one turn are ordered as given)."""
+    first: dict[tuple[str, str], str] = {}
+    found: list[str | None] = []
+    for call_id, tool_name, output, _turn in calls:
+        normalized = normalize_output(output)
+        if not normalized:
+            found.append(None)
+            continue
+        original = first.setdefault((tool_name, _digest(normalized)), call_id)
+        found.append(None if original == call_id else original)
+    return found
+
+
+def _digest(normalized: str) -> str:
+    return hashlib.sha256(normalized.encode("utf-8", "surrogatepass")).hexdigest()

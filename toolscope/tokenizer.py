@@ -46,10 +46,6 @@ ENCODINGS = ("o200k_base", "cl100k_base")
 DEFAULT_CACHE_DIR_NAME = "toolscope-tiktoken"
 SCHEMA_CACHE_SIZE = 8192
 
-# Below this many characters in total, count_many encodes in the calling thread: starting the
-# batch API's thread pool costs more than it saves.
-_BATCH_MIN_CHARS = 64 * 1024
-_BATCH_THREADS = max(1, min(8, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1))
 
 
 @dataclass(frozen=True)
@@ -192,28 +188,48 @@ def encoding_for(name: str) -> tiktoken.Encoding:
     return encoding
 
 
-def count_tokens(text: str, encoding: str) -> int:
-    """The number of tokens `text` encodes to, special-token-looking text counted as ordinary."""
-    return len(encoding_for(encoding).encode_ordinary(text))
+def _rust_counter(encoding: str) -> Callable[[str], int] | None:
+    """bpe-openai's Rust counter for the same vocabulary, or None when it cannot be loaded.
+
+    tiktoken counts 8-14 MB/s here; the Rust counter (same vocabulary file, same pre-tokenisation)
+    30-70% faster and without building the token list. It is a private binding of a pinned
+    package, so tests/tokens compare it with tiktoken over a corpus and random text; tiktoken
+    stays the reference and the fallback.
+    """
+    try:
+        from bpe_openai import _bindings
+
+        return _bindings.tokenizer_for_encoding(encoding).count
+    except Exception:  # an upgrade that moved the binding: counting still works, slower
+        return None
 
 
-def count_many(texts: Sequence[str], encoding: str) -> list[int]:
-    """count_tokens of each text, in order, encoded in parallel through tiktoken's batch API."""
-    enc = encoding_for(encoding)
-    texts = list(texts)
-    if len(texts) < 2 or sum(map(len, texts)) < _BATCH_MIN_CHARS:
-        return [len(enc.encode_ordinary(text)) for text in texts]
-    return [len(tokens) for tokens in enc.encode_ordinary_batch(texts, num_threads=_BATCH_THREADS)]
-
-
+@functools.cache
 def counter(encoding: str) -> Callable[[str], int]:
     """A TokenCounter for `encoding` (loaded now, so an unknown name fails here)."""
     encode = encoding_for(encoding).encode_ordinary
+    fast = _rust_counter(encoding)
 
     def count(text: str) -> int:
+        if fast is not None:
+            try:
+                return fast(text)
+            except (UnicodeError, ValueError):  # lone surrogates: tiktoken replaces them
+                pass
         return len(encode(text))
 
     return count
+
+
+def count_tokens(text: str, encoding: str) -> int:
+    """The number of tokens `text` encodes to, special-token-looking text counted as ordinary."""
+    return counter(encoding)(text)
+
+
+def count_many(texts: Sequence[str], encoding: str) -> list[int]:
+    """count_tokens of each text, in order."""
+    count = counter(encoding)
+    return [count(text) for text in texts]
 
 
 _schema_cache: OrderedDict[tuple[str, str, str], int] = OrderedDict()

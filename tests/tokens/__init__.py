@@ -1,0 +1,1 @@
+"""Token counting: exact BPE counts offline (toolscope.tokenizer) and schema rendering (engine.tokens)."""

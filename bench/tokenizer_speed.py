@@ -10,10 +10,10 @@ A corpus of realistic tool outputs (default 20 MB of UTF-8, a third each):
          generated from a fixed seed.
 
 For each encoding, single process: `count_tokens` on every output one by one, and `count_many`
-on batches of outputs (the batch API, threads inside tiktoken's Rust code). Best of --repeat runs.
-MB = 10**6 bytes of UTF-8. Also: the first use of each encoding (install + load), and, for
-reference only, the Rust counter bundled in bpe-openai (not used by toolscope) with its
-agreement with tiktoken on the corpus.
+on batches of outputs. Both count with the Rust counter bundled in bpe-openai (tiktoken is the
+fallback and the reference). Best of --repeat runs. MB = 10**6 bytes of UTF-8. Also: the first
+use of each encoding (install + load), and the Rust counter alone with its agreement with
+tiktoken on the corpus.
 
     .venv/bin/python bench/tokenizer_speed.py [--mb 20] [--repeat 3] [--batch 100]
 """
@@ -194,7 +194,8 @@ def main() -> None:
     args = parser.parse_args()
 
     print(f"python {sys.version.split()[0]}, tiktoken {tokenizer.tiktoken.__version__}, "
-          f"{os.cpu_count()} CPUs; counter: {'bpe-openai (Rust)' if tokenizer._rust_counter('o200k_base') else 'tiktoken'}")
+          f"{os.cpu_count()} CPUs; counter: "
+          f"{'bpe-openai (Rust)' if tokenizer._rust_counter('o200k_base') else 'tiktoken'}")
     print(f"TIKTOKEN_CACHE_DIR={tokenizer.cache_dir()}")
     for name in tokenizer.ENCODINGS:
         started = time.perf_counter()

@@ -12,9 +12,9 @@ from __future__ import annotations
 import json
 
 import pytest
+import tiktoken
 from hypothesis import given, settings
 from hypothesis import strategies as st
-import tiktoken
 
 from toolscope import tokenizer as tk
 

@@ -153,3 +153,14 @@ def test_processing_the_batch_again_changes_nothing(processed):
     IngestBatch.objects.filter(pk=batch.pk).update(status="pending")
     assert batch_process(batch_id=batch.pk) is True
     assert snapshot() == before
+
+
+def test_the_session_summary_counts_what_the_lists_filter_on(processed):
+    from toolscope.telemetry.models import Session
+
+    session = Session.objects.get()
+    turns = list(Turn.objects.order_by("index"))
+    assert (session.turn_count, session.tool_call_count, session.error_count) == (4, 5, 0)
+    assert session.duplicate_tokens == tok(FILE_A + "   \n\n")
+    assert session.max_window_share == max(t.window_share for t in turns)
+    assert session.near_window == any(t.near_window for t in turns)

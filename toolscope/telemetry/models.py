@@ -97,6 +97,13 @@ class Session(models.Model):
     started_at = models.DateTimeField()
     ended_at = models.DateTimeField(null=True, blank=True)
     metadata = models.JSONField(default=dict, blank=True)
+    # Kept up to date by the workers, so session lists filter and sort without scanning turns.
+    turn_count = models.PositiveIntegerField(default=0)
+    tool_call_count = models.PositiveIntegerField(default=0)
+    error_count = models.PositiveIntegerField(default=0, help_text="Tool calls whose status is not ok.")
+    duplicate_tokens = models.PositiveIntegerField(default=0)
+    max_window_share = models.FloatField(null=True, blank=True)
+    near_window = models.BooleanField(default=False, help_text="A turn used over 80% of the context window.")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -24,7 +24,7 @@ from toolscope.tokenizer import count_many, counter
 
 NEAR_WINDOW_SHARE = 0.8
 CALL_FIELDS = (
-    "id", "session_id", "client_id", "call_id", "tool_name", "turn_index", "started_at", "output_hash",
+    "id", "session_id", "client_id", "call_id", "tool_name", "turn_index", "started_at", "status", "output_hash",
     "output_tokens", "duplicate_of_id", "duplicate_tokens", "placeholder", "placeholder_tokens", "artifact_id",
     "artifact__tokens_after",
 )
@@ -63,7 +63,8 @@ def sessions_account(*, project: Project, session_ids: Iterable[int]) -> None:
     _calls_save(calls)
     turns = list(Turn.objects.filter(session_id__in=session_ids).order_by("session_id", "index").values(*TURN_FIELDS))
     _advertised_sets_price(project, {t["advertised_set_id"] for t in turns if t["advertised_set_id"]})
-    _budgets_save(project, turns, calls, suppress=suppress)
+    budgets = _budgets_save(project, turns, calls, suppress=suppress)
+    _sessions_summarize(session_ids, calls, budgets)
     # A session's own hour counts it, even when its turns fall in later hours.
     starts = Session.objects.filter(pk__in=session_ids).values_list("started_at", flat=True)
     dirty_hours_mark(
@@ -170,7 +171,10 @@ def _effective_tokens(call: CallState, *, suppress: bool) -> int:
     return call.row["output_tokens"] or 0
 
 
-def _budgets_save(project: Project, turns: list[dict[str, Any]], calls: list[CallState], *, suppress: bool) -> None:
+def _budgets_save(
+    project: Project, turns: list[dict[str, Any]], calls: list[CallState], *, suppress: bool
+) -> dict[int, list[dict[str, Any]]]:
+    """Each turn's budget, saved where it changed; returned per session for the summaries."""
     set_tokens = dict(AdvertisedSet.objects.filter(
         pk__in={t["advertised_set_id"] for t in turns if t["advertised_set_id"]}
     ).values_list("pk", "schema_tokens"))
@@ -178,6 +182,7 @@ def _budgets_save(project: Project, turns: list[dict[str, Any]], calls: list[Cal
     for call in calls:
         outputs_by_turn[(call.row["session_id"], call.row["turn_index"])] += _effective_tokens(call, suppress=suppress)
     changed = []
+    by_session: dict[int, list[dict[str, Any]]] = defaultdict(list)
     messages = carried = 0
     session = None
     for turn in turns:
@@ -189,9 +194,32 @@ def _budgets_save(project: Project, turns: list[dict[str, Any]], calls: list[Cal
         messages += turn["new_message_tokens"] or 0
         budget = _budget(turn, project, schema=set_tokens.get(turn["advertised_set_id"]) or 0,
                          messages=messages, outputs=carried)
+        by_session[session].append(budget)
         if any(turn[name] != value for name, value in budget.items()):
             changed.append(Turn(pk=turn["id"], **budget))
     Turn.objects.bulk_update(changed, list(BUDGET_FIELDS), batch_size=500)
+    return by_session
+
+
+SUMMARY_FIELDS = ("turn_count", "tool_call_count", "error_count", "duplicate_tokens", "max_window_share",
+                  "near_window")
+
+
+def _sessions_summarize(
+    session_ids: list[int], calls: list[CallState], budgets: dict[int, list[dict[str, Any]]]
+) -> None:
+    summaries = {sid: Session(pk=sid, tool_call_count=0, error_count=0, duplicate_tokens=0) for sid in session_ids}
+    for call in calls:
+        summary = summaries[call.row["session_id"]]
+        summary.tool_call_count += 1
+        summary.error_count += call.row["status"] != "ok"
+        summary.duplicate_tokens += call.get("duplicate_tokens") or 0
+    for sid, summary in summaries.items():
+        shares = [b["window_share"] for b in budgets.get(sid, ())]
+        summary.turn_count = len(shares)
+        summary.max_window_share = max(shares, default=None)
+        summary.near_window = any(b["near_window"] for b in budgets.get(sid, ()))
+    Session.objects.bulk_update(summaries.values(), list(SUMMARY_FIELDS), batch_size=500)
 
 
 BUDGET_FIELDS = ("schema_tokens", "message_tokens", "tool_output_tokens", "estimated_input_tokens", "window_share",

@@ -61,3 +61,15 @@ class ToolSerializer(serializers.Serializer):
     first_seen_at = serializers.DateTimeField()
     last_seen_at = serializers.DateTimeField()
     settings = serializers.DictField(help_text="Per-tool settings: scope, requires_approval, redact, ...")
+
+
+class ArtifactSerializer(serializers.Serializer):
+    id = serializers.UUIDField()
+    original = serializers.CharField()
+    compacted = serializers.CharField()
+    tokens_before = serializers.IntegerField()
+    tokens_after = serializers.IntegerField()
+    strategy = serializers.CharField()
+    created_at = serializers.DateTimeField()
+    tool_name = serializers.CharField(source="tool_call.tool_name", default=None)
+    call_id = serializers.CharField(source="tool_call.call_id", default=None)

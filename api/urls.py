@@ -1,6 +1,7 @@
 from django.urls import path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
+from api.views.artifacts import ArtifactView
 from api.views.ingest import IngestView, TranscriptView
 from api.views.tools import ToolsView
 
@@ -10,6 +11,7 @@ urlpatterns = [
     path("ingest", IngestView.as_view(), name="ingest"),
     path("transcripts", TranscriptView.as_view(), name="transcripts"),
     path("tools", ToolsView.as_view(), name="tools"),
+    path("artifacts/<uuid:artifact_id>", ArtifactView.as_view(), name="artifact"),
     path("schema", SpectacularAPIView.as_view(authentication_classes=[], permission_classes=[]), name="schema"),
     path("docs", SpectacularSwaggerView.as_view(url_name="api:schema", authentication_classes=[],
                                                 permission_classes=[]), name="docs"),

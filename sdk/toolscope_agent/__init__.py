@@ -2,7 +2,7 @@
 
 from toolscope_agent import Client
 
-client = Client("https://toolscope.example.com", api_key="tsk_...")
+client = Client("https://toolscope.example.com", api_key="ts_...")
 with client.session(agent_name="coder", model="gpt-4o") as s:
     s.turn(tools=tools, usage=response.usage, messages=new_messages)
     s.tool_call("read_file", {"path": "src/api.py"}, output=text, duration_ms=12.5)
@@ -14,9 +14,20 @@ from ._version import __version__
 from .client import Client
 from .errors import ToolscopeError
 from .exporter import ExporterStats
+from .policy import PolicyCache
+from .selector import ToolSelector
 from .session import Session, current_session
 
 # A library logs and lets the application decide where that goes (no "last resort" stderr output).
 logging.getLogger("toolscope_agent").addHandler(logging.NullHandler())
 
-__all__ = ["Client", "ExporterStats", "Session", "ToolscopeError", "__version__", "current_session"]
+__all__ = [
+    "Client",
+    "ExporterStats",
+    "PolicyCache",
+    "Session",
+    "ToolSelector",
+    "ToolscopeError",
+    "__version__",
+    "current_session",
+]

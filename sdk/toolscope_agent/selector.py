@@ -1,0 +1,137 @@
+"""ToolSelector: the agent loop's one object for the policy. It combines the catalog, the
+published policy (a PolicyCache or a document) and the session's state, and applies them with
+the engine the server runs, so its answers equal the server's `POST /api/v1/policy/resolve`.
+
+    selector = ToolSelector(tools, policy_cache)
+    tools = selector.tools(task_message, format="anthropic")       # what to send this turn
+    ...                                                             # call the model
+    selector.observe(model_text, tool_calls)                       # what it asked for
+    output = selector.prepare_output("bash", call_id, raw_output)  # duplicates + compaction
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from toolscope_agent.engine.arguments import ArgumentsOutcome, apply_schema_error_policy
+from toolscope_agent.engine.compaction import Compacted, compact, rule_for, rules_from_policy
+from toolscope_agent.engine.duplicates import DuplicateTracker
+from toolscope_agent.engine.redaction import redact_arguments
+from toolscope_agent.engine.render import render_anthropic, render_openai, render_plain
+from toolscope_agent.engine.schemas import normalize_tool
+from toolscope_agent.engine.search import SearchHit, search_tools
+from toolscope_agent.engine.selection import Selection, SessionState, select_tools
+from toolscope_agent.engine.tokens import TokenCounter, approximate_counter
+from toolscope_agent.policy import PolicyCache
+
+SEARCH_TOOL = "tool_search"
+
+
+class ToolSelector:
+    def __init__(
+        self,
+        tools: Iterable[Mapping[str, Any]],
+        policy: PolicyCache | Mapping[str, Any],
+        *,
+        state: SessionState | None = None,
+        counter: TokenCounter = approximate_counter,
+    ) -> None:
+        """`tools` in any common shape (OpenAI, Anthropic, MCP, toolscope's); `counter` counts
+        tokens for compaction budgets (pass an exact one, e.g. tiktoken's, when the agent has it)."""
+        self.catalog: list[dict[str, Any]] = [normalize_tool(dict(tool)) for tool in tools]
+        self._by_name = {tool["name"]: tool for tool in self.catalog}
+        self._policy = policy
+        self.state = state if state is not None else SessionState()
+        self.counter = counter
+        self.duplicates = DuplicateTracker()
+        self._turn = 0
+
+    @property
+    def policy(self) -> Mapping[str, Any]:
+        return self._policy.get() if isinstance(self._policy, PolicyCache) else self._policy
+
+    def _section(self, name: str) -> Mapping[str, Any]:
+        section = self.policy.get(name)
+        return section if isinstance(section, Mapping) else {}
+
+    # -- what to send -------------------------------------------------------------------------
+
+    def select(self, message: str = "") -> Selection:
+        return select_tools(self.catalog, self.policy, self.state, message)
+
+    def tools(self, message: str = "", *, format: str = "openai") -> list[dict[str, Any]]:
+        """The `tools` array for this turn's request, in the provider's shape."""
+        selection = self.select(message)
+        if format == "openai":
+            return render_openai(selection)
+        if format == "anthropic":
+            search = self._section("selection").get("tool_search")
+            provider = bool(search.get("provider_search")) if isinstance(search, Mapping) else False
+            return render_anthropic(selection, provider_search=provider)
+        if format == "plain":
+            return render_plain(selection)
+        raise ValueError(f"unknown format {format!r}; use openai, anthropic or plain")
+
+    def search(self, query: str, top_k: int | None = None) -> list[SearchHit]:
+        """What the agent's `tool_search` tool answers."""
+        settings = self._section("selection").get("tool_search")
+        settings = settings if isinstance(settings, Mapping) else {}
+        wanted = top_k if top_k is not None else int(settings.get("top_k", 8))
+        return search_tools(self.catalog, query, wanted, max_top_k=int(settings.get("max_top_k", 20)))
+
+    # -- after the model answered -----------------------------------------------------------
+
+    def observe(self, model_output: str = "", tool_calls: Sequence[Mapping[str, Any]] = ()) -> None:
+        """Record the model's answer. A tool_search call without `results` is answered here, so
+        the tools it finds join the selection from the next turn."""
+        calls = [self._with_results(call) for call in tool_calls]
+        progressive = self._section("selection").get("progressive")
+        prefix = progressive.get("hint_prefix", "$") if isinstance(progressive, Mapping) else "$"
+        self.state.observe(model_output, calls, hint_prefix=str(prefix))
+        self._turn += 1
+
+    def _with_results(self, call: Mapping[str, Any]) -> Mapping[str, Any]:
+        if call.get("name") != SEARCH_TOOL or "results" in call:
+            return call
+        arguments = call.get("arguments")
+        query = arguments.get("query", "") if isinstance(arguments, Mapping) else ""
+        return {**call, "results": [hit.name for hit in self.search(str(query))]}
+
+    # -- per-tool settings ------------------------------------------------------------------
+
+    def tool_settings(self, tool_name: str) -> Mapping[str, Any]:
+        settings = self._section("tools").get(tool_name)
+        return settings if isinstance(settings, Mapping) else {}
+
+    def check_arguments(self, tool_name: str, arguments: Mapping[str, Any]) -> ArgumentsOutcome:
+        """Validate a call against the tool's schema under its `on_schema_error` policy
+        (return_error, raise or coerce)."""
+        schema = self._by_name.get(tool_name, {}).get("input_schema", {})
+        policy = str(self.tool_settings(tool_name).get("on_schema_error", "return_error"))
+        return apply_schema_error_policy(schema, arguments, policy, tool_name=tool_name)
+
+    def redact(self, tool_name: str, arguments: Mapping[str, Any]) -> Any:
+        """Arguments safe to log or send: the tool's redacted keys and secret-looking values cut."""
+        return redact_arguments(dict(arguments), set(self.tool_settings(tool_name).get("redact", ())))
+
+    def prepare_output(self, tool_name: str, call_id: str, output: str) -> str:
+        """The text to give the model for a tool's output: a placeholder when it repeats an earlier
+        output of the same tool (and the policy suppresses duplicates), else the output compacted
+        to the policy's rule or the tool's max_result_tokens."""
+        duplicates = self._section("outputs").get("duplicates")
+        suppress = duplicates.get("suppress", True) if isinstance(duplicates, Mapping) else True
+        placeholder = self.duplicates.check(tool_name, output, call_id=call_id, turn_index=self._turn)
+        if placeholder is not None and suppress:
+            return placeholder
+        compacted = self.compact(tool_name, output)
+        return compacted.text if compacted is not None else output
+
+    def compact(self, tool_name: str, output: str) -> Compacted | None:
+        rule = rule_for(tool_name, rules_from_policy(self.policy))
+        limit = self.tool_settings(tool_name).get("max_result_tokens")
+        if rule is not None:
+            return compact(output, strategy=rule.strategy, max_tokens=rule.max_tokens, count=self.counter)
+        if isinstance(limit, int) and limit > 0:
+            return compact(output, strategy="head_tail", max_tokens=limit, count=self.counter)
+        return None

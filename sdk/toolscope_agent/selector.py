@@ -20,7 +20,7 @@ from toolscope_agent.engine.duplicates import DuplicateTracker
 from toolscope_agent.engine.redaction import redact_arguments
 from toolscope_agent.engine.render import render_anthropic, render_openai, render_plain
 from toolscope_agent.engine.schemas import normalize_tool
-from toolscope_agent.engine.search import SearchHit, search_tools
+from toolscope_agent.engine.search import DEFAULT_TOP_K, MAX_TOP_K, SearchHit, clamp_top_k, search_tools
 from toolscope_agent.engine.selection import Selection, SessionState, select_tools
 from toolscope_agent.engine.tokens import TokenCounter, approximate_counter
 from toolscope_agent.policy import PolicyCache
@@ -77,8 +77,9 @@ class ToolSelector:
         """What the agent's `tool_search` tool answers."""
         settings = self._section("selection").get("tool_search")
         settings = settings if isinstance(settings, Mapping) else {}
-        wanted = top_k if top_k is not None else int(settings.get("top_k", 8))
-        return search_tools(self.catalog, query, wanted, max_top_k=int(settings.get("max_top_k", 20)))
+        max_top_k = clamp_top_k(settings.get("max_top_k", MAX_TOP_K), MAX_TOP_K)
+        wanted = clamp_top_k(top_k if top_k is not None else settings.get("top_k", DEFAULT_TOP_K), max_top_k)
+        return search_tools(self.catalog, query, wanted, max_top_k=max_top_k)
 
     # -- after the model answered -----------------------------------------------------------
 

@@ -1,0 +1,222 @@
+"""Rendering a Selection into what a provider request carries, and pricing it.
+
+A `Selection` (engine/selection.py) names the tool definitions to send; this module turns it into
+the `tools` array of an OpenAI Chat Completions request, an Anthropic Messages request, or
+toolscope's own plain shape, and builds the compact menu that progressive mode puts in the
+prompt. The token cost of a selection is computed from the same renderings (`selection_cost`,
+through engine/tokens.py), so what is counted is what is sent.
+
+Schemas are passed through as the agent wrote them (key order kept, no copy of nested values):
+the property order an author chose is part of what the model reads. tokens.py sorts keys when
+counting, so the cost does not depend on that order.
+
+Pure: the standard library only, no I/O.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from toolscope_agent.engine.tokens import TokenCounter, tools_tokens
+
+if TYPE_CHECKING:  # selection imports this module at run time; only the type flows back
+    from toolscope_agent.engine.selection import Selection
+
+SEARCH_TOOL_NAME = "tool_search"
+"""toolscope's own search tool, replaced by the provider's when `provider_search` is on."""
+
+# Anthropic's server-side tool search (public beta, header "advanced-tool-use-2025-11-20"), as
+# documented at https://platform.claude.com/docs/en/agents-and-tools/tool-use/tool-search-tool:
+# the request carries one search tool entry, {"type": "tool_search_tool_regex_20251119",
+# "name": "tool_search_tool_regex"} (Claude writes Python regexes) or
+# {"type": "tool_search_tool_bm25_20251119", "name": "tool_search_tool_bm25"} (natural-language
+# queries), and every tool to be discovered on demand carries "defer_loading": true. The search
+# tool itself must not be deferred, and at least one tool must stay loaded.
+ANTHROPIC_SEARCH_TOOLS: dict[str, dict[str, str]] = {
+    "regex": {"type": "tool_search_tool_regex_20251119", "name": "tool_search_tool_regex"},
+    "bm25": {"type": "tool_search_tool_bm25_20251119", "name": "tool_search_tool_bm25"},
+}
+
+MENU_ACTIVE_MARK = "*"
+MENU_SENTENCE_LIMIT = 160
+"""A menu line stops after this many characters of description: the menu exists to be cheap."""
+
+_PARAGRAPH_BREAK = re.compile(r"\n\s*\n")
+_SENTENCE_END = re.compile(r"[.!?](?=\s|$)")
+_SENTENCE_CACHE: dict[tuple[str, int], str] = {}
+_CACHE_LIMIT = 8192
+_MENU_CACHE: dict[tuple[tuple[str, ...], tuple[str, ...]], tuple[list[str], dict[str, int]]] = {}
+_MENU_CACHE_LIMIT = 32
+
+
+def _description(tool: Mapping[str, Any]) -> str:
+    description = tool.get("description")
+    return description if isinstance(description, str) else ""
+
+
+def _schema(tool: Mapping[str, Any]) -> Mapping[str, Any]:
+    schema = tool.get("input_schema")
+    return schema if isinstance(schema, Mapping) else {}
+
+
+def _bounded_put(cache: dict[Any, str], key: Any, value: str) -> str:
+    """Memoise with a bound, so a long-lived server process does not grow without limit."""
+    if len(cache) >= _CACHE_LIMIT:
+        cache.clear()
+    cache[key] = value
+    return value
+
+
+def first_sentence(text: str, limit: int = MENU_SENTENCE_LIMIT) -> str:
+    """The first sentence of `text`'s first paragraph, whitespace collapsed, at most `limit` chars.
+
+    A sentence ends at `.`, `!` or `?` followed by whitespace or the end (so "v1.2" and
+    "file.read" do not end it; an abbreviation like "e.g. " does). Longer text is cut at the last
+    word boundary before `limit` and ends with "…". Used by the menu and by search summaries, so
+    one tool reads the same in both.
+    """
+    key = (text, limit)
+    cached = _SENTENCE_CACHE.get(key)
+    if cached is not None:
+        return cached
+    paragraph = " ".join(_PARAGRAPH_BREAK.split(text.strip(), maxsplit=1)[0].split())
+    end = _SENTENCE_END.search(paragraph)
+    sentence = paragraph[: end.end()] if end else paragraph
+    if len(sentence) > limit:
+        cut = sentence[: limit - 1]
+        space = cut.rfind(" ")
+        sentence = (cut[:space] if space > limit // 2 else cut).rstrip(" ,;:") + "…"
+    return _bounded_put(_SENTENCE_CACHE, key, sentence)
+
+
+def _inactive_line(name: str, description: str) -> str:
+    sentence = first_sentence(description)
+    return f"- {name}: {sentence}" if sentence else f"- {name}"
+
+
+def _inactive_lines(names: tuple[str, ...], descriptions: tuple[str, ...]) -> tuple[list[str], dict[str, int]]:
+    """Every tool's inactive menu line and each name's line number, memoised per catalog content.
+
+    Progressive mode rebuilds the menu on every turn, usually for the same catalog; keyed by the
+    names and descriptions themselves (not by object identity), a hit is exact even when the
+    caller rebuilt or mutated its catalog, and a turn only patches the few active lines.
+    """
+    key = (names, descriptions)
+    cached = _MENU_CACHE.get(key)
+    if cached is None:
+        if len(_MENU_CACHE) >= _MENU_CACHE_LIMIT:  # clear, not evict: safe under threads, and rare
+            _MENU_CACHE.clear()
+        lines = list(map(_inactive_line, names, descriptions))
+        cached = _MENU_CACHE[key] = (lines, {name: index for index, name in enumerate(names)})
+    return cached
+
+
+def menu_instructions(hint_prefix: str = "$") -> str:
+    """The line that opens a menu and tells the model how to activate a tool."""
+    return (f"Tools you can use (write {hint_prefix}name to load a tool's full schema; "
+            f"lines marked {MENU_ACTIVE_MARK} are loaded):")
+
+
+def menu_from_names(names: Sequence[str], descriptions: Sequence[Any], active: Iterable[str], *,
+                    hint_prefix: str = "$") -> str:
+    """`menu_text` for parallel lists of distinct names and descriptions (the selection's fast path)."""
+    if not names:
+        return ""
+    if not set(map(type, descriptions)) <= {str}:
+        descriptions = [text if isinstance(text, str) else "" for text in descriptions]
+    lines, line_of = _inactive_lines(tuple(names), tuple(descriptions))
+    lines = lines.copy()
+    for name in active:
+        index = line_of.get(name)
+        if index is not None:
+            lines[index] = f"{MENU_ACTIVE_MARK} {name} (active)"
+    return menu_instructions(hint_prefix) + "\n" + "\n".join(lines)
+
+
+def menu_text(tools: Iterable[Mapping[str, Any]], active: Collection[str], *, hint_prefix: str = "$") -> str:
+    """Progressive mode's menu: the instructions line, then one line per tool, in the given order.
+
+    An inactive tool reads "- name: first sentence"; an active one "* name (active)" (its full
+    schema, description included, is in the request already). Entries without a string name are
+    skipped, and a repeated name keeps its first entry. No tools gives "" (no menu, rather than
+    instructions about nothing).
+    """
+    by_name: dict[str, Mapping[str, Any]] = {}
+    for tool in tools:
+        name = tool.get("name")
+        if isinstance(name, str) and name not in by_name:
+            by_name[name] = tool
+    return menu_from_names(list(by_name), [tool.get("description") for tool in by_name.values()], active,
+                           hint_prefix=hint_prefix)
+
+
+def _plain(tool: Mapping[str, Any]) -> dict[str, Any]:
+    return {"name": tool.get("name", ""), "description": _description(tool), "input_schema": _schema(tool)}
+
+
+def _anthropic(tool: Mapping[str, Any]) -> dict[str, Any]:
+    entry: dict[str, Any] = {"name": tool.get("name", "")}
+    if description := _description(tool):
+        entry["description"] = description
+    entry["input_schema"] = _schema(tool)
+    return entry
+
+
+def _openai(tool: Mapping[str, Any]) -> dict[str, Any]:
+    function: dict[str, Any] = {"name": tool.get("name", "")}
+    if description := _description(tool):
+        function["description"] = description
+    function["parameters"] = _schema(tool)
+    return {"type": "function", "function": function}
+
+
+def render_openai(selection: Selection) -> list[dict[str, Any]]:
+    """Chat Completions `tools` entries for the tools sent in full.
+
+    An empty description is left out, as OpenAI clients leave it out (and as tokens.py counts it).
+    Deferred tools are not rendered: OpenAI has no equivalent of Anthropic's defer_loading here;
+    progressive mode's menu goes in the prompt instead.
+    """
+    return [_openai(tool) for tool in selection.tools]
+
+
+def render_anthropic(selection: Selection, *, provider_search: bool = False,
+                     search_variant: str = "regex") -> list[dict[str, Any]]:
+    """Messages API `tools` entries for the tools sent in full.
+
+    With `provider_search`, Anthropic's own tool search replaces toolscope's: its search tool
+    entry comes first (`search_variant` "regex" or "bm25"), then the tools sent in full except
+    toolscope's `tool_search`, then every deferred tool with `"defer_loading": true`, which the
+    provider loads when its search finds them. Nothing deferred means nothing to search: the
+    search tool is then left out.
+    """
+    if not provider_search:
+        return [_anthropic(tool) for tool in selection.tools]
+    if search_variant not in ANTHROPIC_SEARCH_TOOLS:
+        raise ValueError(f"unknown search_variant {search_variant!r}; allowed: {', '.join(ANTHROPIC_SEARCH_TOOLS)}")
+    loaded = [_anthropic(tool) for tool in selection.tools if tool.get("name") != SEARCH_TOOL_NAME]
+    deferred = [{**_anthropic(tool), "defer_loading": True}
+                for tool in selection.deferred if tool.get("name") != SEARCH_TOOL_NAME]
+    if not deferred:
+        return loaded
+    return [dict(ANTHROPIC_SEARCH_TOOLS[search_variant]), *loaded, *deferred]
+
+
+def render_plain(selection: Selection) -> list[dict[str, Any]]:
+    """toolscope's own shape, {name, description, input_schema}, for agents that render themselves."""
+    return [_plain(tool) for tool in selection.tools]
+
+
+def selection_cost(selection: Selection, counter: TokenCounter, flavor: str = "openai") -> int:
+    """Estimated tokens the selection puts in a request: each tool sent in full, rendered in
+    `flavor` and counted as tokens.py counts definitions, plus the menu text when there is one.
+
+    Deferred tools cost nothing here: they are either absent from the request or, with
+    Anthropic's defer_loading, kept out of the context until the provider loads them.
+    """
+    cost = tools_tokens(selection.tools, counter, flavor)
+    if selection.menu:
+        cost += counter(selection.menu)
+    return cost

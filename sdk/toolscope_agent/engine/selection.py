@@ -1,0 +1,371 @@
+"""Which tool definitions an agent sends on a turn: the policy's `selection` section applied.
+
+The server (policy resolve, simulation) and the SDK (the agent itself) both call `select_tools`,
+so the same catalog, policy, state and message always give the same Selection: no clock, no
+randomness, no I/O, and every output in catalog order.
+
+Contract (docs/policy.md), with the choices the document leaves open:
+
+- Candidates are `catalog ∩ allowed` (`allowed` null or absent: the whole catalog). Nothing else
+  is ever sent, whatever the always-on list, a group, a hint or a search result names. A catalog
+  entry without a string name is ignored; of two entries with one name, the first counts.
+- Always-on tools among the candidates are always sent, in every mode.
+- `all`: every candidate. `context_rules`: always-on + the groups of every matching rule.
+  `progressive`: always-on + activated tools, and a menu of every candidate. `tool_search`:
+  the `tool_search` tool (when the catalog has one) + always-on.
+- In every mode but `all`, tools loaded by earlier searches join (a search result is useless if
+  its tool never arrives, and the example document pairs `context_rules` with a `tool_search`
+  always-on tool), and so do tools called earlier when `sticky_discovered` (default true).
+- Every candidate not sent goes to `Selection.deferred` (progressive's menu, Anthropic's
+  defer_loading).
+- A missing or malformed section falls back to its default; an unknown mode means `all`; an
+  invalid regex in a rule never matches. Agents apply documents they did not validate, and a
+  selection that degrades beats an agent that stops.
+
+`select_tools` never mutates the state: the agent calls `SessionState.observe` after the model
+answers, so what a turn loads or activates joins from the next `select_tools`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from itertools import compress
+from operator import itemgetter, not_
+from typing import Any
+
+from toolscope_agent.engine.render import SEARCH_TOOL_NAME, menu_from_names
+
+MODES: tuple[str, ...] = ("all", "context_rules", "progressive", "tool_search")
+DEFAULT_MODE = "all"
+DEFAULT_HINT_PREFIX = "$"
+_STATE_FORMAT = 1
+_HINT_NAME = r"([A-Za-z0-9_.-]+)"
+_CACHE_LIMIT = 2048
+
+# Compiled once per pattern (and once per keyword list): rules are re-applied on every turn.
+# None records a pattern that does not compile, so it is not retried either.
+_REGEX_CACHE: dict[str, re.Pattern[str] | None] = {}
+_KEYWORD_CACHE: dict[tuple[str, ...], re.Pattern[str] | None] = {}
+_HINT_CACHE: dict[str, re.Pattern[str]] = {}
+
+
+def _compiled(pattern: str) -> re.Pattern[str] | None:
+    try:
+        return _REGEX_CACHE[pattern]
+    except KeyError:
+        pass
+    if len(_REGEX_CACHE) >= _CACHE_LIMIT:
+        _REGEX_CACHE.clear()
+    try:
+        compiled: re.Pattern[str] | None = re.compile(pattern, re.IGNORECASE)
+    except (re.error, OverflowError, RecursionError):
+        compiled = None
+    _REGEX_CACHE[pattern] = compiled
+    return compiled
+
+
+def keyword_pattern(keywords: tuple[str, ...]) -> re.Pattern[str] | None:
+    """One regex matching any keyword as a whole word (case-insensitive), or None for no keywords.
+
+    "Whole word" means not preceded or followed by a letter, digit or underscore, so "test"
+    matches "fix the test" and "test." but not "latest", "tests" or "test_utils" (no stemming:
+    list "tests" too if it should count). Spaces inside a keyword match any run of whitespace.
+    """
+    cached = _KEYWORD_CACHE.get(keywords)
+    if cached is not None or keywords in _KEYWORD_CACHE:
+        return cached
+    words = [r"\s+".join(re.escape(part) for part in word.split()) for word in keywords if word.strip()]
+    pattern = _compiled(r"(?<!\w)(?:" + "|".join(words) + r")(?!\w)") if words else None
+    if len(_KEYWORD_CACHE) >= _CACHE_LIMIT:
+        _KEYWORD_CACHE.clear()
+    _KEYWORD_CACHE[keywords] = pattern
+    return pattern
+
+
+def _hint_pattern(prefix: str) -> re.Pattern[str]:
+    pattern = _HINT_CACHE.get(prefix)
+    if pattern is None:
+        if len(_HINT_CACHE) >= _CACHE_LIMIT:
+            _HINT_CACHE.clear()
+        pattern = _HINT_CACHE[prefix] = re.compile(re.escape(prefix) + _HINT_NAME)
+    return pattern
+
+
+def _append_new(target: list[str], names: Iterable[str]) -> None:
+    seen = set(target)
+    for name in names:
+        if name not in seen:
+            seen.add(name)
+            target.append(name)
+
+
+def _names(value: Any) -> list[str]:
+    """The strings of a JSON list (others dropped), first occurrence kept; [] for a non-list."""
+    if not isinstance(value, list | tuple):
+        return []
+    return list(dict.fromkeys(item for item in value if isinstance(item, str)))
+
+
+@dataclass
+class SessionState:
+    """What the session has learnt about its tools; it grows and never shrinks.
+
+    - loaded: names tool_search returned; they join the selection from the next select_tools.
+    - discovered: names the model called; sent again when the policy says `sticky_discovered`.
+    - activated: progressive mode's hints (`$name` in the model's text) and calls.
+    - turns: model answers observed.
+
+    Lists keep first-seen order without duplicates, so a state serialises the same way on the
+    agent and on the server. Names outside the catalog are kept (a later catalog may have them)
+    but never selected, since selection intersects with the catalog.
+    """
+
+    loaded: list[str] = field(default_factory=list)
+    discovered: list[str] = field(default_factory=list)
+    activated: list[str] = field(default_factory=list)
+    turns: int = 0
+
+    def observe(self, model_output: str = "", tool_calls: Sequence[Mapping[str, Any]] = (), *,
+                hint_prefix: str = DEFAULT_HINT_PREFIX) -> None:
+        """Record one model answer: its text and the tool calls it made (with their results).
+
+        A call is {"name", "arguments", "results"?} (an OpenAI {"function": {"name"}} works too).
+        Every called name is discovered and activated; `<hint_prefix><name>` in the text
+        activates `name` (a trailing "." is taken as punctuation, an empty prefix disables
+        hints); a `tool_search` call's `results` (names, or objects with a "name") are loaded.
+        """
+        called: list[str] = []
+        loaded: list[str] = []
+        for call in tool_calls:
+            name = call.get("name")
+            function = call.get("function")  # an OpenAI-shaped call names its tool one level down
+            if name is None and isinstance(function, Mapping):
+                name = function.get("name")
+            if not isinstance(name, str) or not name:
+                continue
+            called.append(name)
+            if name == SEARCH_TOOL_NAME:
+                loaded.extend(_result_names(call.get("results")))
+        hinted = _hints(model_output, hint_prefix)
+        _append_new(self.discovered, called)
+        _append_new(self.activated, [*hinted, *called])
+        _append_new(self.loaded, loaded)
+        self.turns += 1
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe form; `from_dict` reads it back."""
+        return {"format": _STATE_FORMAT, "loaded": list(self.loaded), "discovered": list(self.discovered),
+                "activated": list(self.activated), "turns": self.turns}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any] | None) -> SessionState:
+        """A state from `to_dict`'s output; missing or malformed keys read as empty."""
+        data = data if isinstance(data, Mapping) else {}
+        turns = data.get("turns")
+        return cls(loaded=_names(data.get("loaded")), discovered=_names(data.get("discovered")),
+                   activated=_names(data.get("activated")),
+                   turns=turns if isinstance(turns, int) and not isinstance(turns, bool) and turns > 0 else 0)
+
+    def copy(self) -> SessionState:
+        return SessionState(list(self.loaded), list(self.discovered), list(self.activated), self.turns)
+
+
+def _result_names(results: Any) -> list[str]:
+    if not isinstance(results, list | tuple):
+        return []
+    names = (item.get("name") if isinstance(item, Mapping) else item for item in results)
+    return [name for name in names if isinstance(name, str) and name]
+
+
+def _hints(text: str, prefix: str) -> list[str]:
+    if not text or not prefix or prefix not in text:
+        return []
+    names = (match.rstrip(".") for match in _hint_pattern(prefix).findall(text))
+    return [name for name in names if name]
+
+
+@dataclass(frozen=True)
+class Selection:
+    """What to send this turn.
+
+    - tools: full definitions to send, in catalog order (the catalog's own mappings: do not
+      mutate them).
+    - deferred: the other allowed tools, in catalog order: progressive's menu lists them,
+      Anthropic's provider search marks them defer_loading.
+    - menu: progressive mode's menu text (None in other modes, "" never).
+    - mode: the mode applied (an unknown mode is applied, and reported, as "all").
+    - reasons: why each sent tool is in, keyed by name in catalog order: "always_on",
+      "search_tool", "rule:<name>" (the first matching rule that has it), "activated", "loaded",
+      "discovered" or "all" (first that applies, in that order).
+    """
+
+    tools: list[Mapping[str, Any]]
+    deferred: list[Mapping[str, Any]]
+    menu: str | None
+    mode: str
+    reasons: dict[str, str]
+
+    @property
+    def names(self) -> list[str]:
+        """Names of the tools sent in full, in order."""
+        return list(self.reasons)
+
+
+def _rule_matches(rule: Mapping[str, Any], message: str) -> bool:
+    keywords = rule.get("keywords")
+    if isinstance(keywords, list | tuple) and keywords:
+        try:  # the common case, one dict lookup; odd keyword lists take the filtering path
+            pattern = _KEYWORD_CACHE[tuple(keywords)]
+        except (KeyError, TypeError):
+            pattern = keyword_pattern(tuple(word for word in keywords if isinstance(word, str)))
+        if pattern is not None and pattern.search(message):
+            return True
+    regex = rule.get("regex")
+    compiled = _compiled(regex) if isinstance(regex, str) and regex else None
+    return compiled is not None and compiled.search(message) is not None
+
+
+@dataclass(frozen=True)
+class SelectionSettings:
+    """The `selection` section of a policy with defaults filled in.
+
+    Rules and groups stay as the document has them and are read only when a rule matches:
+    parsing a large policy eagerly on every turn would cost more than applying it.
+    """
+
+    mode: str
+    allowed: frozenset[str] | None
+    always_on: list[Any]
+    groups: Mapping[str, Any]
+    rules: list[Any]
+    hint_prefix: str
+    sticky: bool
+
+
+def _section(policy: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The `selection` section of a full document, or the policy itself when it is a bare section."""
+    section = policy.get("selection")
+    if isinstance(section, Mapping):
+        return section
+    return policy if "mode" in policy else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else list(value) if isinstance(value, tuple) else []
+
+
+def policy_settings(policy: Mapping[str, Any]) -> SelectionSettings:
+    """The selection settings of a policy document (or of a bare `selection` section)."""
+    section = _section(policy if isinstance(policy, Mapping) else {})
+    mode = section.get("mode")
+    allowed = section.get("allowed")
+    groups = section.get("groups")
+    progressive = section.get("progressive")
+    prefix = progressive.get("hint_prefix") if isinstance(progressive, Mapping) else None
+    sticky = section.get("sticky_discovered")
+    return SelectionSettings(
+        mode=mode if mode in MODES else DEFAULT_MODE,
+        allowed=frozenset(_names(allowed)) if isinstance(allowed, list | tuple) else None,
+        always_on=_list(section.get("always_on")),
+        groups=groups if isinstance(groups, Mapping) else {},
+        rules=_list(section.get("context_rules")),
+        hint_prefix=prefix if isinstance(prefix, str) else DEFAULT_HINT_PREFIX,
+        sticky=sticky if isinstance(sticky, bool) else True,
+    )
+
+
+def _add(wanted: dict[str, str], names: Iterable[Any], reason: str) -> None:
+    for name in names:
+        if isinstance(name, str):
+            wanted.setdefault(name, reason)
+
+
+def _wanted(settings: SelectionSettings, state: SessionState, message: str) -> dict[str, str]:
+    """Names the mode would send, each with its reason (the first reason wins)."""
+    wanted: dict[str, str] = {}
+    if settings.mode == "tool_search":
+        wanted[SEARCH_TOOL_NAME] = "search_tool"
+    _add(wanted, settings.always_on, "always_on")
+    if settings.mode == "all":
+        return wanted
+    if settings.mode == "context_rules" and message:
+        for rule in settings.rules:
+            if isinstance(rule, Mapping) and _rule_matches(rule, message):
+                name = rule.get("name")
+                reason = f"rule:{name if isinstance(name, str) else ''}"
+                for group in _list(rule.get("groups")):
+                    members = settings.groups.get(group) if isinstance(group, str) else None
+                    _add(wanted, _list(members), reason)
+    if settings.mode == "progressive":
+        _add(wanted, state.activated, "activated")
+    _add(wanted, state.loaded, "loaded")
+    if settings.sticky:
+        _add(wanted, state.discovered, "discovered")
+    return wanted
+
+
+_GET_NAME = itemgetter("name")
+
+
+def _first_allowed(names: list[Any], allowed: frozenset[str] | None) -> list[bool]:
+    """Per entry: has a string name, is allowed, and is the first entry with that name."""
+    seen: set[str] = set()
+    keep = []
+    for name in names:
+        ok = isinstance(name, str) and name not in seen and (allowed is None or name in allowed)
+        if ok:
+            seen.add(name)
+        keep.append(ok)
+    return keep
+
+
+def candidates(catalog: Sequence[Mapping[str, Any]], allowed: frozenset[str] | None,
+               ) -> tuple[list[str], Sequence[Mapping[str, Any]]]:
+    """The names of `catalog ∩ allowed` in catalog order, and their definitions (parallel lists).
+
+    An entry without a string name is ignored; of two entries with one name the first counts.
+    This runs on every turn over catalogs of hundreds of tools, so the common case (distinct
+    string names) takes only C-level passes: `"".join` proves every name a string, a set proves
+    them distinct.
+    """
+    try:
+        names: list[Any] = list(map(_GET_NAME, catalog))
+    except (KeyError, TypeError, IndexError):
+        names = [tool.get("name") for tool in catalog]
+    try:
+        "".join(names)
+        clean = len(set(names)) == len(names)
+    except TypeError:
+        clean = False
+    if clean and allowed is None:
+        return names, catalog
+    keep = [name in allowed for name in names] if clean and allowed is not None else _first_allowed(names, allowed)
+    return list(compress(names, keep)), list(compress(catalog, keep))
+
+
+def select_tools(catalog: Sequence[Mapping[str, Any]], policy: Mapping[str, Any], state: SessionState,
+                 message: str = "") -> Selection:
+    """The tools to send for `message` under `policy`, given what the session learnt so far.
+
+    O(len(catalog)) in C-level passes, plus the rules (regexes compiled once per process); the
+    progressive menu is cached per catalog content. The state is read, never written.
+    """
+    settings = policy_settings(policy)
+    wanted = _wanted(settings, state, message)
+    names, tools = candidates(catalog, settings.allowed)
+    if settings.mode == "all":
+        reasons = dict.fromkeys(names, "all")
+        for name, reason in wanted.items():
+            if name in reasons:
+                reasons[name] = reason
+        return Selection(tools=list(tools), deferred=[], menu=None, mode="all", reasons=reasons)
+    sent = [name in wanted for name in names]
+    reasons = {name: wanted[name] for name in compress(names, sent)}
+    menu = None
+    if settings.mode == "progressive":
+        descriptions = [tool.get("description") for tool in tools]
+        menu = menu_from_names(names, descriptions, reasons, hint_prefix=settings.hint_prefix) or None
+    return Selection(tools=list(compress(tools, sent)), deferred=list(compress(tools, map(not_, sent))), menu=menu,
+                     mode=settings.mode, reasons=reasons)

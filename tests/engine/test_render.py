@@ -1,0 +1,121 @@
+"""Rendering selections for providers (engine/render.py), menus, and what a selection costs."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from toolscope_agent.engine.render import (
+    ANTHROPIC_SEARCH_TOOLS,
+    first_sentence,
+    menu_text,
+    render_anthropic,
+    render_openai,
+    render_plain,
+    selection_cost,
+)
+from toolscope_agent.engine.selection import Selection, SessionState, select_tools
+from toolscope_agent.engine.tokens import approximate_counter, render_tool_openai
+
+SCHEMA = {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}
+CATALOG = [
+    {"name": "read_file", "description": "Read a file. Returns text.", "input_schema": SCHEMA},
+    {"name": "tool_search", "description": "Find tools.", "input_schema": SCHEMA},
+    {"name": "git_diff", "description": "", "input_schema": SCHEMA},
+    {"name": "web_fetch", "description": "Fetch a URL.\n\nMore.", "input_schema": SCHEMA, "source": "mcp:web"},
+]
+SEARCH_POLICY = {"selection": {"mode": "tool_search", "always_on": ["read_file", "tool_search"]}}
+
+
+def selection(mode: str = "tool_search") -> Selection:
+    doc = {"selection": {**SEARCH_POLICY["selection"], "mode": mode}}
+    return select_tools(CATALOG, doc, SessionState())
+
+
+def test_openai_entries_are_chat_completions_functions():
+    tools = render_openai(selection("all"))
+    assert tools[0] == {"type": "function", "function": {
+        "name": "read_file", "description": "Read a file. Returns text.", "parameters": SCHEMA}}
+    assert tools[2] == {"type": "function", "function": {"name": "git_diff", "parameters": SCHEMA}}
+    assert [t["function"]["name"] for t in tools] == [t["name"] for t in CATALOG]
+
+
+def test_openai_rendering_is_what_tokens_counts():
+    for entry, tool in zip(render_openai(selection("all")), CATALOG, strict=True):
+        counted = render_tool_openai(tool["name"], tool["description"], tool["input_schema"])
+        assert json.loads(counted) == entry
+
+
+def test_anthropic_and_plain_entries():
+    assert render_anthropic(selection()) == [
+        {"name": "read_file", "description": "Read a file. Returns text.", "input_schema": SCHEMA},
+        {"name": "tool_search", "description": "Find tools.", "input_schema": SCHEMA},
+    ]
+    plain = render_plain(selection("all"))
+    assert plain[2] == {"name": "git_diff", "description": "", "input_schema": SCHEMA}
+    assert "source" not in plain[3]
+
+
+def test_provider_search_defers_the_rest_and_swaps_in_anthropics_search_tool():
+    tools = render_anthropic(selection(), provider_search=True)
+    assert tools[0] == {"type": "tool_search_tool_regex_20251119", "name": "tool_search_tool_regex"}
+    assert [t["name"] for t in tools[1:]] == ["read_file", "git_diff", "web_fetch"]  # ours is dropped
+    assert "defer_loading" not in tools[1]
+    assert tools[2] == {"name": "git_diff", "input_schema": SCHEMA, "defer_loading": True}
+    assert tools[3]["defer_loading"] is True
+    bm25 = render_anthropic(selection(), provider_search=True, search_variant="bm25")
+    assert bm25[0] == {"type": "tool_search_tool_bm25_20251119", "name": "tool_search_tool_bm25"}
+    bm25[0]["name"] = "changed"
+    assert ANTHROPIC_SEARCH_TOOLS["bm25"]["name"] == "tool_search_tool_bm25"
+
+
+def test_provider_search_with_nothing_deferred_adds_no_search_tool():
+    tools = render_anthropic(selection("all"), provider_search=True)
+    assert [t["name"] for t in tools] == ["read_file", "git_diff", "web_fetch"]
+    with pytest.raises(ValueError, match="search_variant"):
+        render_anthropic(selection(), provider_search=True, search_variant="vector")
+
+
+def test_menu_lists_each_tool_once_marks_active_ones_and_says_how_to_activate():
+    menu = menu_text([*CATALOG, {"name": "read_file", "description": "dup"}, {"description": "no name"}],
+                     {"git_diff"}, hint_prefix="$")
+    assert menu.splitlines() == [
+        "Tools you can use (write $name to load a tool's full schema; lines marked * are loaded):",
+        "- read_file: Read a file.",
+        "- tool_search: Find tools.",
+        "* git_diff (active)",
+        "- web_fetch: Fetch a URL.",
+    ]
+    assert menu_text([], set()) == ""
+    assert menu_text([{"name": "x", "description": ""}], set()).endswith("\n- x")
+
+
+def test_menu_reflects_catalog_changes_despite_its_cache():
+    catalog = [dict(tool) for tool in CATALOG]
+    before = menu_text(catalog, set())
+    catalog[0]["description"] = "Open a file."
+    after = menu_text(catalog, set())
+    assert "- read_file: Read a file." in before and "- read_file: Open a file." in after
+
+
+@pytest.mark.parametrize(("text", "sentence"), [
+    ("Read a file. Then more.", "Read a file."),
+    ("Use file.read or v1.2 to go! Next", "Use file.read or v1.2 to go!"),
+    ("Wrapped\nline sentence. Next.", "Wrapped line sentence."),
+    ("First paragraph without a stop\n\nSecond paragraph.", "First paragraph without a stop"),
+    ("  ", ""),
+    ("word " * 60, ("word " * 31).strip() + "…"),
+])
+def test_first_sentence(text, sentence):
+    assert first_sentence(text) == sentence
+    assert len(first_sentence(text)) <= 160
+
+
+def test_selection_cost_counts_the_sent_tools_and_the_menu():
+    chosen = selection("progressive")
+    assert chosen.menu
+    expected = sum(approximate_counter(render_tool_openai(t["name"], t["description"], t["input_schema"]))
+                   for t in chosen.tools) + approximate_counter(chosen.menu)
+    assert selection_cost(chosen, approximate_counter) == expected
+    assert selection_cost(selection("all"), approximate_counter, "anthropic") > selection_cost(
+        selection(), approximate_counter, "anthropic")

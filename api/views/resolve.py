@@ -1,0 +1,93 @@
+"""POST /api/v1/policy/resolve and POST /api/v1/tools/search: the engine, served."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import OpenApiExample, extend_schema
+from rest_framework import exceptions, serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from api.serializers import ErrorSerializer
+from toolscope.policies.services.resolve import FORMATS, PolicyNotPublished, policy_resolve, tools_search
+
+READ_ERRORS = {400: ErrorSerializer, 401: ErrorSerializer, 403: ErrorSerializer, 404: ErrorSerializer}
+
+
+class ResolveInput(serializers.Serializer):
+    message = serializers.CharField(allow_blank=True, required=False, default="",
+                                    help_text="The task message the context rules look at.")
+    state = serializers.DictField(required=False, allow_null=True, default=None,
+                                  help_text="The session's state as returned by the previous call.")
+    format = serializers.ChoiceField(choices=FORMATS, default="openai")
+    label = serializers.SlugField(default="production")
+
+
+class ResolveOutput(serializers.Serializer):
+    label = serializers.CharField()
+    version = serializers.IntegerField()
+    mode = serializers.CharField()
+    tools = serializers.ListField(child=serializers.DictField(), help_text="Ready for the provider's `tools`.")
+    menu = serializers.CharField(allow_null=True)
+    reasons = serializers.DictField(child=serializers.CharField())
+    state = serializers.DictField()
+    tokens = serializers.DictField(
+        child=serializers.IntegerField(),
+        help_text="selected / all / saved: schema tokens of this selection vs every allowed tool.",
+    )
+
+
+class SearchInput(serializers.Serializer):
+    query = serializers.CharField(max_length=500)
+    top_k = serializers.IntegerField(default=8, help_text="Clamped to 1..20.")
+
+
+class SearchHitOutput(serializers.Serializer):
+    name = serializers.CharField()
+    score = serializers.FloatField()
+    summary = serializers.CharField()
+    parameters = serializers.CharField(help_text="e.g. {path: string, offset?: integer}")
+
+
+class ResolveView(APIView):
+    required_scope = "policy:read"
+
+    @extend_schema(
+        summary="Resolve the tools to send this turn",
+        description="Applies the labelled policy version to the project's catalog, the session state "
+        "and the task message with the same engine as the SDK, and returns the tools rendered for "
+        "the provider, the state to keep, and the schema tokens saved against sending every tool.",
+        request=ResolveInput, responses={200: ResolveOutput, **READ_ERRORS},
+        examples=[OpenApiExample("A coding task", request_only=True, value={
+            "message": "Fix the failing test in tests/test_api.py", "state": None, "format": "anthropic"})],
+    )
+    def post(self, request: Request) -> Response:
+        data = _valid(ResolveInput, request)
+        try:
+            body = policy_resolve(project=request.auth.project, label=data["label"], message=data["message"],
+                                  state=data["state"], output_format=data["format"])
+        except PolicyNotPublished as exc:
+            raise exceptions.NotFound(str(exc)) from None
+        return Response(body)
+
+
+class ToolSearchView(APIView):
+    required_scope = "policy:read"
+
+    @extend_schema(
+        summary="Search the catalog",
+        description="What a `tool_search` meta-tool answers: tools ranked by name and description "
+        "(substring and character-bigram similarity), each with a one-line parameter summary.",
+        request=SearchInput, responses={200: SearchHitOutput(many=True), **READ_ERRORS},
+        examples=[OpenApiExample("Git tools", request_only=True, value={"query": "git diff", "top_k": 5})],
+    )
+    def post(self, request: Request) -> Response:
+        data = _valid(SearchInput, request)
+        return Response({"results": tools_search(project=request.auth.project, query=data["query"],
+                                                 top_k=data["top_k"])})
+
+
+def _valid(serializer_class: type[serializers.Serializer], request: Request) -> dict:
+    serializer = serializer_class(data=request.data)
+    serializer.is_valid(raise_exception=True)
+    return serializer.validated_data

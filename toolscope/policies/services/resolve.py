@@ -1,0 +1,83 @@
+"""What an agent should send: the server side of the engine, for `POST /api/v1/policy/resolve`
+and `POST /api/v1/tools/search`. The same engine functions run in the SDK's ToolSelector, so the
+answers are identical for the same catalog, policy, state and message."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from toolscope_agent.engine.render import render_anthropic, render_openai, render_plain, selection_cost
+from toolscope_agent.engine.search import search_tools
+from toolscope_agent.engine.selection import SessionState, select_tools
+
+from toolscope.policies.models import PolicyLabel, Tool
+from toolscope.telemetry.models import Project
+from toolscope.tokenizer import counter
+
+FORMATS = ("openai", "anthropic", "plain")
+
+
+class PolicyNotPublished(LookupError):
+    pass
+
+
+def tool_catalog(*, project: Project) -> list[dict[str, Any]]:
+    """The project's catalog in the engine's shape, in name order (one query)."""
+    return [
+        {"name": name, "description": description, "input_schema": schema, "source": source}
+        for name, description, schema, source in Tool.objects.filter(project=project)
+        .order_by("name").values_list("name", "description", "input_schema", "source")
+    ]
+
+
+def policy_document_for_label(*, project: Project, label: str) -> dict[str, Any]:
+    row = PolicyLabel.objects.filter(project=project, name=label).select_related("version").first()
+    if row is None:
+        raise PolicyNotPublished(f"No policy version carries the label {label!r} in this project.")
+    return {**row.version.document, "label": label, "version": row.version.number, "etag": row.version.etag}
+
+
+def policy_resolve(
+    *, project: Project, label: str, message: str, state: dict[str, Any] | None, output_format: str
+) -> dict[str, Any]:
+    """The tools to send for `message`, rendered in `output_format`, and what they cost against
+    sending every allowed tool."""
+    document = policy_document_for_label(project=project, label=label)
+    catalog = tool_catalog(project=project)
+    session = SessionState.from_dict(state)
+    selection = select_tools(catalog, document, session, message)
+    everything = select_tools(catalog, {"selection": {"mode": "all", **_allowed(document)}}, SessionState(), "")
+    flavor = "anthropic" if output_format == "anthropic" else "openai"
+    count = counter(project.encoding)
+    selected, total = selection_cost(selection, count, flavor), selection_cost(everything, count, flavor)
+    return {
+        "label": label,
+        "version": document["version"],
+        "mode": selection.mode,
+        "tools": _render(selection, output_format, document),
+        "menu": selection.menu,
+        "reasons": selection.reasons,
+        "state": session.to_dict(),
+        "tokens": {"selected": selected, "all": total, "saved": total - selected},
+    }
+
+
+def _allowed(document: dict[str, Any]) -> dict[str, Any]:
+    allowed = document.get("selection", {}).get("allowed")
+    return {} if allowed is None else {"allowed": allowed}
+
+
+def _render(selection: Any, output_format: str, document: dict[str, Any]) -> list[dict[str, Any]]:
+    if output_format == "openai":
+        return render_openai(selection)
+    if output_format == "anthropic":
+        provider = bool(document.get("selection", {}).get("tool_search", {}).get("provider_search"))
+        return render_anthropic(selection, provider_search=provider)
+    return render_plain(selection)
+
+
+def tools_search(*, project: Project, query: str, top_k: int) -> list[dict[str, Any]]:
+    return [
+        {"name": hit.name, "score": round(hit.score, 4), "summary": hit.summary, "parameters": hit.parameters}
+        for hit in search_tools(tool_catalog(project=project), query, top_k)
+    ]

@@ -25,9 +25,11 @@ TOOLS = [f"tool_{number:02d}" for number in range(40)]
 SET_SIZES = (12, 20, 30, 40)
 
 SESSIONS_SQL = """
-INSERT INTO telemetry_session (project_id, client_id, agent_name, model, started_at, metadata, created_at)
+INSERT INTO telemetry_session (project_id, client_id, agent_name, model, started_at, metadata, created_at,
+    turn_count, tool_call_count, error_count, duplicate_tokens, near_window)
 SELECT %(project)s, 's' || s, 'bench', 'model-x',
-       now() - interval '1 day' * %(days)s + interval '1 day' * %(days)s * (s - 1) / %(sessions)s, '{}', now()
+       now() - interval '1 day' * %(days)s + interval '1 day' * %(days)s * (s - 1) / %(sessions)s, '{}', now(),
+       0, 0, 0, 0, false
 FROM generate_series(1, %(sessions)s) AS s
 """
 TURNS_SQL = """

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import dj_database_url
+import plotly
 from django.core.exceptions import ImproperlyConfigured
 
 from toolscope.env import (
@@ -196,11 +197,16 @@ STORAGES = {
     },
 }
 
+# plotly.js comes from the installed plotly package, served as static/plotly/plotly.min.js: no CDN.
+STATICFILES_DIRS = [("plotly", Path(plotly.__file__).parent / "package_data")]
+
 # Outside production (no collectstatic step) whitenoise serves straight from the apps' folders.
 WHITENOISE_USE_FINDERS = not PRODUCTION
 WHITENOISE_AUTOREFRESH = DEBUG
 
-LOGIN_URL = "admin:login"
+LOGIN_URL = "dashboard:login"
+LOGIN_REDIRECT_URL = "dashboard:home"
+LOGOUT_REDIRECT_URL = "dashboard:login"
 
 # --- API ------------------------------------------------------------------------------------
 INGEST_MAX_BODY_BYTES = env_int("INGEST_MAX_BODY_BYTES", 5_000_000, minimum=1024)

@@ -1,0 +1,43 @@
+"""Read queries behind the dashboard's pages: keyword-only, one aggregate query each where possible,
+plain rows out (dicts and dataclasses). Charts and templates never query.
+
+Every number over a time range comes from the hourly rollups (ProjectHourly, ToolHourly); only a
+single tool's histograms and recent errors and a single session's page read raw rows, each with a
+LIMIT or one session's key.
+"""
+
+from dashboard.selectors.common import COMPONENTS, projects_for_user
+from dashboard.selectors.keys import api_key_get, api_key_list
+from dashboard.selectors.overview import Kpi, dead_weight, overview_kpis, token_series, tool_usage, top_by
+from dashboard.selectors.sessions import (
+    PAGE_SIZE,
+    SessionPage,
+    session_calls,
+    session_export,
+    session_facets,
+    session_get,
+    session_list,
+    session_transcript,
+    session_turns,
+)
+from dashboard.selectors.tools import (
+    SAMPLE_SIZE,
+    VersionRow,
+    catalog_rows,
+    tool_call_sample,
+    tool_errors,
+    tool_get,
+    tool_seen,
+    tool_series,
+    tool_table,
+    tool_table_arrange,
+    tool_versions,
+)
+
+__all__ = [
+    "COMPONENTS", "PAGE_SIZE", "SAMPLE_SIZE", "Kpi", "SessionPage", "VersionRow", "api_key_get", "api_key_list",
+    "catalog_rows", "dead_weight", "overview_kpis", "projects_for_user", "session_calls", "session_export",
+    "session_facets", "session_get", "session_list", "session_transcript", "session_turns", "token_series",
+    "tool_call_sample", "tool_errors", "tool_get", "tool_seen", "tool_series", "tool_table", "tool_table_arrange",
+    "tool_usage", "tool_versions", "top_by",
+]

@@ -1,0 +1,129 @@
+"""The overview page: KPIs against the previous period, tokens by component, tool usage."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.db.models import F, Max, Q, Sum
+
+from dashboard.selectors.common import COMPONENTS, bucket_sums, ratio, zero_filled
+from toolscope.telemetry.models import ProjectHourly, ToolHourly
+
+# (key, label, kind, better): a ProjectHourly sum or a ratio of two; better is "up", "down" or "".
+KPI_SPECS = (
+    ("sessions", "Sessions", "count", ""),
+    ("turns", "Turns", "count", ""),
+    ("tool_calls", "Tool calls", "count", ""),
+    ("provider_input_tokens", "Input tokens (provider)", "count", ""),
+    ("schema_share", "Input spent on tool schemas", "share", "down"),
+    ("duplicate_tokens", "Duplicate tokens", "count", "down"),
+    ("compaction_savings", "Compaction savings", "count", "up"),
+    ("error_rate", "Tool call error rate", "share", "down"),
+)
+KPI_SUMS = ("sessions", "turns", "tool_calls", "errors", "provider_input_tokens", "schema_tokens",
+            "estimated_input_tokens", "duplicate_tokens", "compaction_savings")
+
+
+@dataclass(frozen=True)
+class Kpi:
+    key: str
+    label: str
+    kind: str  # "count" or "share"
+    better: str  # "up", "down" or "" when neither direction is better
+    current: float | None
+    previous: float | None
+
+    @property
+    def change(self) -> float | None:
+        """Relative change for counts, percentage points for shares; None without a base."""
+        if self.current is None or self.previous is None:
+            return None
+        if self.kind == "share":
+            return (self.current - self.previous) * 100
+        return (self.current - self.previous) / self.previous if self.previous else None
+
+    @property
+    def verdict(self) -> str:
+        """"good", "bad" or "" for the change's colour."""
+        change = self.change
+        if not change or not self.better:
+            return ""
+        return "good" if (change > 0) == (self.better == "up") else "bad"
+
+
+def _kpi_values(sums: dict[str, int]) -> dict[str, float | None]:
+    values: dict[str, float | None] = {key: sums[key] for key in KPI_SUMS}
+    values["schema_share"] = ratio(sums["schema_tokens"], sums["estimated_input_tokens"])
+    values["error_rate"] = ratio(sums["errors"], sums["tool_calls"])
+    return values
+
+
+def overview_kpis(*, project_id: int, start: datetime, end: datetime) -> list[Kpi]:
+    """The range's KPIs beside the previous period of the same length: one query over ProjectHourly."""
+    previous_start = start - (end - start)
+    periods = {"cur": Q(hour__gte=start, hour__lt=end), "prev": Q(hour__gte=previous_start, hour__lt=start)}
+    totals = ProjectHourly.objects.filter(project_id=project_id, hour__gte=previous_start, hour__lt=end).aggregate(
+        **{f"{period}__{name}": Sum(name, filter=condition, default=0)
+           for period, condition in periods.items() for name in KPI_SUMS}
+    )
+    current = _kpi_values({name: totals[f"cur__{name}"] for name in KPI_SUMS})
+    previous = _kpi_values({name: totals[f"prev__{name}"] for name in KPI_SUMS})
+    return [Kpi(key, label, kind, better, current[key], previous[key]) for key, label, kind, better in KPI_SPECS]
+
+
+def token_series(*, project_id: int, start: datetime, end: datetime, bucket: str) -> list[dict[str, Any]]:
+    """Tokens by component per hour or day, empty buckets as zeros: one query."""
+    names = (*(name for name, _ in COMPONENTS), "estimated_input_tokens", "provider_input_tokens")
+    queryset = ProjectHourly.objects.filter(project_id=project_id, hour__gte=start, hour__lt=end)
+    rows = bucket_sums(queryset, bucket=bucket, names=names)
+    return zero_filled(rows, start=start, end=end, bucket=bucket, names=names)
+
+
+USAGE_SUMS = ("calls", "errors", "output_tokens", "duplicates", "duplicate_tokens", "compaction_savings",
+              "times_advertised", "times_called", "schema_tokens")
+
+
+def tool_usage(*, project_id: int, start: datetime, end: datetime) -> list[dict[str, Any]]:
+    """Per tool over the range, from ToolHourly: one query. p50/p95 are call-weighted means of the
+    hourly percentiles; exact percentiles over a range would need the raw rows."""
+    # Aliased "sum_*": an annotation named like a field would shadow it in the expressions below.
+    sums = {f"sum_{name}": Sum(name) for name in USAGE_SUMS}
+    weighted = {}
+    for name in ("p50", "p95"):
+        field = f"duration_{name}_ms"
+        weighted[f"{name}_sum"] = Sum(F(field) * F("calls"))
+        weighted[f"{name}_weight"] = Sum("calls", filter=Q(**{f"{field}__isnull": False}))
+    rows = (
+        ToolHourly.objects.filter(project_id=project_id, hour__gte=start, hour__lt=end)
+        .values("tool_name")
+        .annotate(**sums, **weighted, last_call_hour=Max("hour", filter=Q(calls__gt=0)))
+        .order_by("tool_name")
+    )
+    return [_usage_row(row) for row in rows]
+
+
+def _usage_row(row: dict[str, Any]) -> dict[str, Any]:
+    values = {name: row[f"sum_{name}"] for name in USAGE_SUMS}
+    calls = values["calls"]
+    return {
+        "name": row["tool_name"], **values, "last_call_hour": row["last_call_hour"],
+        "error_rate": ratio(values["errors"], calls),
+        "mean_output_tokens": ratio(values["output_tokens"], calls),
+        "duplicate_rate": ratio(values["duplicates"], calls),
+        "p50_ms": ratio(row["p50_sum"] or 0, row["p50_weight"] or 0),
+        "p95_ms": ratio(row["p95_sum"] or 0, row["p95_weight"] or 0),
+    }
+
+
+def top_by(rows: list[dict[str, Any]], key: str, *, limit: int = 10) -> list[dict[str, Any]]:
+    """The rows with the largest non-zero `key`, ties by name (pure: no query)."""
+    ranked = sorted((row for row in rows if row[key]), key=lambda row: row["name"])
+    return sorted(ranked, key=lambda row: row[key], reverse=True)[:limit]
+
+
+def dead_weight(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Tools advertised in the range and called in none of its turns, costliest first (pure)."""
+    return top_by([row for row in rows if row["times_advertised"] and not row["calls"]], "schema_tokens",
+                  limit=len(rows))

@@ -1,0 +1,38 @@
+"""Dashboard URLs: /p/<slug>/... per project, each chart and table with a .csv twin."""
+
+from __future__ import annotations
+
+from django.contrib.auth import views as auth_views
+from django.urls import path
+
+from dashboard.views import home, keys, overview, sessions, tools
+
+app_name = "dashboard"
+
+urlpatterns = [
+    path("", home.home, name="home"),
+    path("login/", auth_views.LoginView.as_view(template_name="dashboard/login.html", redirect_authenticated_user=True),
+         name="login"),
+    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("p/<slug:slug>/", overview.overview, name="overview"),
+    path("p/<slug:slug>/kpis.csv", overview.kpis_csv, name="kpis_csv"),
+    path("p/<slug:slug>/tokens.csv", overview.tokens_csv, name="tokens_csv"),
+    path("p/<slug:slug>/top-tools.csv", overview.top_tools_csv, name="top_tools_csv"),
+    path("p/<slug:slug>/dead-weight.csv", overview.dead_weight_csv, name="dead_weight_csv"),
+    path("p/<slug:slug>/tools/", tools.tool_list, name="tools"),
+    path("p/<slug:slug>/tools.csv", tools.tool_list_csv, name="tools_csv"),
+    # Tool names and session ids are the agents' own strings: <path:> lets a "/" through, and the
+    # .csv routes come first so that ".../calls.csv" is never read as part of a name.
+    path("p/<slug:slug>/tools/<path:name>/calls.csv", tools.tool_calls_csv, name="tool_calls_csv"),
+    path("p/<slug:slug>/tools/<path:name>/sample.csv", tools.tool_sample_csv, name="tool_sample_csv"),
+    path("p/<slug:slug>/tools/<path:name>/", tools.tool_detail, name="tool"),
+    path("p/<slug:slug>/sessions/", sessions.session_list, name="sessions"),
+    path("p/<slug:slug>/sessions.csv", sessions.session_list_csv, name="sessions_csv"),
+    path("p/<slug:slug>/sessions/<path:client_id>/turns.csv", sessions.session_turns_csv, name="session_turns_csv"),
+    path("p/<slug:slug>/sessions/<path:client_id>/calls.csv", sessions.session_calls_csv, name="session_calls_csv"),
+    path("p/<slug:slug>/sessions/<path:client_id>/", sessions.session_detail, name="session"),
+    path("p/<slug:slug>/keys/", keys.key_list, name="keys"),
+    path("p/<slug:slug>/keys.csv", keys.key_list_csv, name="keys_csv"),
+    path("p/<slug:slug>/keys/new/", keys.key_create, name="key_create"),
+    path("p/<slug:slug>/keys/<int:key_id>/revoke/", keys.key_revoke, name="key_revoke"),
+]

@@ -1,0 +1,1 @@
+"""Dashboard pages. Each view parses its parameters, calls selectors, builds figures, renders."""

@@ -1,0 +1,71 @@
+"""The overview: KPIs, tokens by component, top tools and dead weight."""
+
+from __future__ import annotations
+
+from django.http import HttpRequest, HttpResponse
+
+from dashboard import charts, selectors
+from dashboard.permissions import ProjectAccess, project_view
+from dashboard.views.common import csv_name, csv_response, csv_rows, range_from, render_page
+
+TOKEN_COLUMNS = ("bucket", *(key for key, _ in selectors.COMPONENTS), "estimated_input_tokens",
+                 "provider_input_tokens")
+USAGE_COLUMNS = ("name", "calls", "errors", "schema_tokens", "times_advertised", "times_called")
+TOP = 10
+
+
+@project_view()
+def overview(request: HttpRequest, access: ProjectAccess) -> HttpResponse:
+    time_range, range_form = range_from(request)
+    window = {"project_id": access.project.pk, "start": time_range.start, "end": time_range.end}
+    kpis = selectors.overview_kpis(**window)
+    series = selectors.token_series(**window, bucket=time_range.bucket)
+    usage = selectors.tool_usage(**window)
+    by_calls = selectors.top_by(usage, "calls", limit=TOP)
+    by_schema = selectors.top_by(usage, "schema_tokens", limit=TOP)
+    dead = selectors.dead_weight(usage)
+    figures = {
+        "tokens": charts.tokens_by_component(series, components=selectors.COMPONENTS, bucket=time_range.bucket),
+        "by_calls": charts.tool_ranking(by_calls, key="calls", title=f"Top {TOP} tools by calls"),
+        "by_schema": charts.tool_ranking(by_schema, key="schema_tokens", title=f"Top {TOP} tools by schema tokens",
+                                         color=charts.COLORS["schema_tokens"]),
+    }
+    return render_page(
+        request, access, "dashboard/overview.html", active="overview", time_range=time_range,
+        range_form=range_form, kpis=kpis, series=series, by_calls=by_calls, by_schema=by_schema,
+        dead=dead[:TOP * 2], dead_count=len(dead), dead_tokens=sum(row["schema_tokens"] for row in dead),
+        charts={name: charts.chart_json(figure) for name, figure in figures.items()},
+    )
+
+
+@project_view()
+def kpis_csv(request: HttpRequest, access: ProjectAccess) -> HttpResponse:
+    time_range, _ = range_from(request)
+    kpis = selectors.overview_kpis(project_id=access.project.pk, start=time_range.start, end=time_range.end)
+    rows = ([kpi.key, kpi.label, kpi.current, kpi.previous, kpi.change] for kpi in kpis)
+    return csv_response(csv_name(access, "kpis", time_range), ("key", "label", "current", "previous", "change"), rows)
+
+
+@project_view()
+def tokens_csv(request: HttpRequest, access: ProjectAccess) -> HttpResponse:
+    time_range, _ = range_from(request)
+    series = selectors.token_series(project_id=access.project.pk, start=time_range.start, end=time_range.end,
+                                    bucket=time_range.bucket)
+    return csv_response(csv_name(access, "tokens", time_range), TOKEN_COLUMNS, csv_rows(series, TOKEN_COLUMNS))
+
+
+@project_view()
+def dead_weight_csv(request: HttpRequest, access: ProjectAccess) -> HttpResponse:
+    time_range, _ = range_from(request)
+    usage = selectors.tool_usage(project_id=access.project.pk, start=time_range.start, end=time_range.end)
+    return csv_response(csv_name(access, "dead-weight", time_range), USAGE_COLUMNS,
+                        csv_rows(selectors.dead_weight(usage), USAGE_COLUMNS))
+
+
+@project_view()
+def top_tools_csv(request: HttpRequest, access: ProjectAccess) -> HttpResponse:
+    """Per-tool usage behind both top-tools charts (every tool, by calls)."""
+    time_range, _ = range_from(request)
+    usage = selectors.tool_usage(project_id=access.project.pk, start=time_range.start, end=time_range.end)
+    rows = sorted(usage, key=lambda row: (-row["calls"], row["name"]))
+    return csv_response(csv_name(access, "tool-usage", time_range), USAGE_COLUMNS, csv_rows(rows, USAGE_COLUMNS))

@@ -1,0 +1,92 @@
+"""The sessions list and a session's own page."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import Http404, HttpRequest, HttpResponse
+
+from dashboard import charts, selectors
+from dashboard.forms import SessionFilterForm, cursor_format
+from dashboard.permissions import ProjectAccess, project_view
+from dashboard.views.common import csv_name, csv_response, csv_rows, range_from, render_page
+from toolscope.telemetry.models import Session
+
+LIST_COLUMNS = ("client_id", "agent_name", "model", "started_at", "ended_at", "turn_count", "tool_call_count",
+                "error_count", "duplicate_tokens", "max_window_share", "near_window")
+TURN_COLUMNS = ("index", "started_at", "model", *(key for key, _ in selectors.COMPONENTS), "estimated_input_tokens",
+                "input_tokens", "output_tokens", "cached_tokens", "window_share", "near_window")
+CALL_COLUMNS = ("turn_index", "offset_s", "started_at", "tool_name", "status", "duration_ms", "output_tokens",
+                "duplicate_of_id", "duplicate_tokens", "artifact__tokens_before", "artifact__tokens_after", "error")
+
+
+@project_view()
+def session_list(request: HttpRequest, access: ProjectAccess) -> HttpResponse:
+    time_range, range_form = range_from(request)
+    form = SessionFilterForm(request.GET)
+    filters = form.filters()
+    window = {"project_id": access.project.pk, "start": time_range.start, "end": time_range.end}
+    page = selectors.session_list(**window, **filters)
+    return render_page(
+        request, access, "dashboard/sessions.html", active="sessions", time_range=time_range,
+        range_form=range_form, form=form, filters=filters, page=page,
+        facets=selectors.session_facets(**window), page_size=selectors.PAGE_SIZE,
+        next_after=cursor_format(*page.next_after) if page.next_after else None,
+    )
+
+
+@project_view()
+def session_list_csv(request: HttpRequest, access: ProjectAccess) -> HttpResponse:
+    time_range, _ = range_from(request)
+    filters = SessionFilterForm(request.GET).filters()
+    filters.pop("after")
+    rows = selectors.session_export(project_id=access.project.pk, start=time_range.start, end=time_range.end,
+                                    **filters)
+    return csv_response(csv_name(access, "sessions", time_range), LIST_COLUMNS, csv_rows(rows, LIST_COLUMNS))
+
+
+def _session_or_404(access: ProjectAccess, client_id: str) -> Session:
+    session = selectors.session_get(project_id=access.project.pk, client_id=client_id)
+    if session is None:
+        raise Http404("No such session.")
+    return session
+
+
+def _transcript(session: Session) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+    turns = selectors.session_turns(session_id=session.pk)
+    calls = selectors.session_calls(session_id=session.pk)
+    return turns, calls, selectors.session_transcript(turns=turns, calls=calls, started_at=session.started_at)
+
+
+@project_view()
+def session_detail(request: HttpRequest, access: ProjectAccess, client_id: str) -> HttpResponse:
+    time_range, range_form = range_from(request)
+    session = _session_or_404(access, client_id)
+    turns, calls, transcript = _transcript(session)
+    figures = {
+        "budget": charts.session_budget(turns, components=selectors.COMPONENTS,
+                                        context_window=access.project.context_window),
+        "timeline": charts.session_timeline(calls),
+    }
+    return render_page(
+        request, access, "dashboard/session.html", active="sessions", time_range=time_range,
+        range_form=range_form, session=session, turns=turns, calls=calls, transcript=transcript,
+        artifacts=[call for call in calls if call["artifact_id"]],
+        call_turns={call["id"]: call["turn_index"] for call in calls},
+        charts={key: charts.chart_json(figure) for key, figure in figures.items()},
+    )
+
+
+@project_view()
+def session_turns_csv(request: HttpRequest, access: ProjectAccess, client_id: str) -> HttpResponse:
+    session = _session_or_404(access, client_id)
+    turns = selectors.session_turns(session_id=session.pk)
+    return csv_response(csv_name(access, f"session-{client_id}-turns"), TURN_COLUMNS, csv_rows(turns, TURN_COLUMNS))
+
+
+@project_view()
+def session_calls_csv(request: HttpRequest, access: ProjectAccess, client_id: str) -> HttpResponse:
+    session = _session_or_404(access, client_id)
+    calls = selectors.session_calls(session_id=session.pk)
+    selectors.session_transcript(turns=[], calls=calls, started_at=session.started_at)  # sets offset_s
+    return csv_response(csv_name(access, f"session-{client_id}-calls"), CALL_COLUMNS, csv_rows(calls, CALL_COLUMNS))

@@ -1,0 +1,99 @@
+"""The tools table and a tool's own page."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import Http404, HttpRequest, HttpResponse
+
+from dashboard import charts, selectors
+from dashboard.forms import TOOL_SHOW, TOOL_SORTS, TimeRange, ToolTableForm
+from dashboard.permissions import ProjectAccess, project_view
+from dashboard.views.common import csv_name, csv_response, csv_rows, range_from, render_page
+from toolscope.policies.models import Tool
+
+TABLE_COLUMNS = ("name", "in_catalog", "source", "calls", "errors", "error_rate", "p50_ms", "p95_ms",
+                 "mean_output_tokens", "catalog_schema_tokens", "schema_tokens", "duplicates", "duplicate_rate",
+                 "duplicate_tokens", "times_advertised", "times_called", "last_used")
+SERIES_COLUMNS = ("bucket", "calls", "errors", "output_tokens", "duplicates")
+SAMPLE_COLUMNS = ("started_at", "status", "duration_ms", "output_tokens")
+
+
+Rows = list[dict[str, Any]]
+
+
+def _table(request: HttpRequest, access: ProjectAccess, time_range: TimeRange) -> tuple[Rows, dict[str, str]]:
+    options = ToolTableForm(request.GET).options()
+    rows = selectors.tool_table(project_id=access.project.pk, start=time_range.start, end=time_range.end)
+    return selectors.tool_table_arrange(rows, **options), options
+
+
+@project_view()
+def tool_list(request: HttpRequest, access: ProjectAccess) -> HttpResponse:
+    time_range, range_form = range_from(request)
+    rows, options = _table(request, access, time_range)
+    columns = [(key, label, key == options["sort"]) for key, label in TOOL_SORTS]
+    return render_page(
+        request, access, "dashboard/tools.html", active="tools", time_range=time_range, range_form=range_form,
+        rows=rows, options=options, columns=columns, show_choices=TOOL_SHOW,
+        next_dir="asc" if options["dir"] == "desc" else "desc",
+    )
+
+
+@project_view()
+def tool_list_csv(request: HttpRequest, access: ProjectAccess) -> HttpResponse:
+    time_range, _ = range_from(request)
+    rows, _ = _table(request, access, time_range)
+    return csv_response(csv_name(access, "tools", time_range), TABLE_COLUMNS, csv_rows(rows, TABLE_COLUMNS))
+
+
+def _tool_or_404(access: ProjectAccess, name: str) -> Tool | None:
+    tool = selectors.tool_get(project_id=access.project.pk, name=name)
+    if tool is None and not selectors.tool_seen(project_id=access.project.pk, name=name):
+        raise Http404("No such tool.")
+    return tool
+
+
+@project_view()
+def tool_detail(request: HttpRequest, access: ProjectAccess, name: str) -> HttpResponse:
+    time_range, range_form = range_from(request)
+    tool = _tool_or_404(access, name)
+    window = {"project_id": access.project.pk, "name": name, "start": time_range.start, "end": time_range.end}
+    series = selectors.tool_series(**window, bucket=time_range.bucket)
+    sample = selectors.tool_call_sample(**window)
+    durations = [row["duration_ms"] for row in sample if row["duration_ms"] is not None]
+    outputs = [row["output_tokens"] for row in sample if row["output_tokens"] is not None]
+    figures = {
+        "calls": charts.tool_calls(series, bucket=time_range.bucket),
+        "durations": charts.histogram(durations, title="Duration", x_title="ms"),
+        "outputs": charts.histogram(outputs, title="Output size", x_title="tokens",
+                                    color=charts.COLORS["tool_output_tokens"]),
+    }
+    return render_page(
+        request, access, "dashboard/tool.html", active="tools", time_range=time_range, range_form=range_form,
+        name=name, tool=tool, series=series, sample_size=len(sample), sample_limit=selectors.SAMPLE_SIZE,
+        totals={key: sum(row[key] for row in series) for key in SERIES_COLUMNS[1:]},
+        errors=selectors.tool_errors(**window),
+        versions=selectors.tool_versions(tool_id=tool.pk) if tool else [],
+        charts={key: charts.chart_json(figure) for key, figure in figures.items()},
+    )
+
+
+@project_view()
+def tool_calls_csv(request: HttpRequest, access: ProjectAccess, name: str) -> HttpResponse:
+    time_range, _ = range_from(request)
+    _tool_or_404(access, name)
+    series = selectors.tool_series(project_id=access.project.pk, name=name, start=time_range.start,
+                                   end=time_range.end, bucket=time_range.bucket)
+    return csv_response(csv_name(access, f"{name}-calls", time_range), SERIES_COLUMNS, csv_rows(series, SERIES_COLUMNS))
+
+
+@project_view()
+def tool_sample_csv(request: HttpRequest, access: ProjectAccess, name: str) -> HttpResponse:
+    """The sample behind the duration and output-size histograms."""
+    time_range, _ = range_from(request)
+    _tool_or_404(access, name)
+    sample = selectors.tool_call_sample(project_id=access.project.pk, name=name, start=time_range.start,
+                                        end=time_range.end)
+    return csv_response(csv_name(access, f"{name}-sample", time_range), SAMPLE_COLUMNS,
+                        csv_rows(sample, SAMPLE_COLUMNS))

@@ -1,0 +1,63 @@
+"""Chart builders: rows in, plotly figures out, safe to embed, never a query."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+
+from dashboard import charts
+from dashboard.selectors import COMPONENTS
+
+T0 = datetime(2026, 11, 20, tzinfo=UTC)
+
+
+def _series(n=3):
+    return [{"bucket": T0 + timedelta(hours=h), "system_prompt_tokens": 10, "schema_tokens": 20, "message_tokens": 5,
+             "tool_output_tokens": h, "provider_input_tokens": 40} for h in range(n)]
+
+
+def test_tokens_chart_stacks_the_four_components_and_draws_the_provider_line():
+    figure = charts.tokens_by_component(_series(), components=COMPONENTS, bucket="hour")
+    stacked = [trace for trace in figure.data if trace.stackgroup == "budget"]
+    assert [trace.name for trace in stacked] == ["System prompt", "Tool schemas", "Messages", "Tool outputs"]
+    assert list(figure.data[-1].y) == [40, 40, 40]
+
+
+def test_chart_json_is_safe_inside_a_script_element():
+    rows = [{"name": "</script><script>alert(1)</script>", "calls": 3}]
+    text = charts.chart_json(charts.tool_ranking(rows, key="calls", title="t"))
+    assert "</script>" not in text and "<" not in text
+    assert json.loads(text)["data"][0]["y"] == ["</script><script>alert(1)</script>"]
+
+
+def test_figures_use_our_small_template_not_plotlys_default():
+    text = charts.chart_json(charts.histogram([1, 2, 3], title="t", x_title="ms"))
+    assert len(text) < 4000
+
+
+def test_session_budget_draws_the_window_and_opens_zoomed_far_below_it():
+    turns = [{"index": i, "system_prompt_tokens": 100, "schema_tokens": 100, "message_tokens": None,
+              "tool_output_tokens": 10 * i, "estimated_input_tokens": 200 + 10 * i, "input_tokens": 250 if i else None}
+             for i in range(3)]
+    figure = charts.session_budget(turns, components=COMPONENTS, context_window=200_000)
+    assert figure.layout.shapes[0].y0 == 200_000
+    assert figure.layout.yaxis.range[1] < 1000
+    markers = figure.data[-1]
+    assert (list(markers.x), list(markers.y)) == ([1, 2], [250, 250])
+
+
+def test_session_timeline_places_calls_by_offset_and_duration():
+    calls = [{"turn_index": 0, "tool_name": "bash", "status": "ok", "duration_ms": 1500, "offset_s": 2.0},
+             {"turn_index": 1, "tool_name": "grep", "status": "error", "duration_ms": None, "offset_s": 5.0}]
+    bar = charts.session_timeline(calls).data[0]
+    assert list(bar.base) == [2.0, 5.0]
+    assert list(bar.x) == [1.5, 0.05]
+
+
+def test_charts_handle_no_rows():
+    for figure in (charts.tokens_by_component([], components=COMPONENTS, bucket="day"),
+                   charts.tool_ranking([], key="calls", title="t"), charts.tool_calls([], bucket="hour"),
+                   charts.histogram([], title="t", x_title="ms"),
+                   charts.session_budget([], components=COMPONENTS, context_window=1000),
+                   charts.session_timeline([])):
+        assert json.loads(charts.chart_json(figure))["layout"]

@@ -1,0 +1,108 @@
+"""The overview: KPIs against the previous period, tokens by component, top tools, dead weight."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.urls import reverse
+
+from tests.dashboard.builders import recent
+from toolscope.telemetry.models import ProjectHourly, ToolHourly
+from toolscope.telemetry.services.rollups import hour_floor
+
+NOW_HOUR = hour_floor(recent(2))
+
+
+def _project_hour(project, hour, **figures):
+    return ProjectHourly.objects.create(project=project, hour=hour, **figures)
+
+
+@pytest.fixture
+def hours(project):
+    """Two hours in the last 24 h, one 3 days ago, and one 8 days ago (the previous 7 days)."""
+    _project_hour(project, NOW_HOUR, sessions=2, turns=10, tool_calls=20, errors=2, provider_input_tokens=1000,
+                  schema_tokens=300, estimated_input_tokens=1000, system_prompt_tokens=500, message_tokens=100,
+                  tool_output_tokens=100, duplicate_tokens=50, compaction_savings=70)
+    _project_hour(project, NOW_HOUR - timedelta(hours=1), sessions=1, turns=5, tool_calls=5, errors=0,
+                  schema_tokens=100, estimated_input_tokens=1000)
+    _project_hour(project, NOW_HOUR - timedelta(days=3), sessions=1, turns=5, tool_calls=5, errors=3)
+    _project_hour(project, NOW_HOUR - timedelta(days=8), sessions=2, turns=4, tool_calls=10, errors=1,
+                  schema_tokens=100, estimated_input_tokens=1000, duplicate_tokens=100)
+    return project
+
+
+def _kpis(client, project, **params):
+    response = client.get(reverse("dashboard:overview", args=[project.slug]), params)
+    assert response.status_code == 200
+    return {kpi.key: kpi for kpi in response.context["kpis"]}
+
+
+@pytest.mark.django_db
+def test_kpis_over_the_default_range_beside_the_previous_week(viewer_client, hours):
+    kpis = _kpis(viewer_client, hours)
+    assert {key: kpi.current for key, kpi in kpis.items()} == {
+        "sessions": 4, "turns": 20, "tool_calls": 30, "provider_input_tokens": 1000, "schema_share": 0.2,
+        "duplicate_tokens": 50, "compaction_savings": 70, "error_rate": 5 / 30,
+    }
+    assert kpis["sessions"].previous == 2
+    assert kpis["sessions"].change == 1.0
+    assert kpis["duplicate_tokens"].change == -0.5
+    assert kpis["duplicate_tokens"].verdict == "good"
+    assert kpis["schema_share"].change == pytest.approx(10.0)  # points: 20% against 10%
+    assert kpis["schema_share"].verdict == "bad"
+    assert kpis["compaction_savings"].change is None  # nothing to compare with
+
+
+@pytest.mark.django_db
+def test_the_time_range_changes_the_numbers(viewer_client, hours):
+    assert _kpis(viewer_client, hours, range="24h")["tool_calls"].current == 25
+    assert _kpis(viewer_client, hours, range="7d")["tool_calls"].current == 30
+    assert _kpis(viewer_client, hours, range="30d")["tool_calls"].current == 40
+    day = NOW_HOUR - timedelta(days=3)
+    custom = {"range": "custom", "start": day.date().isoformat(), "end": day.date().isoformat()}
+    assert _kpis(viewer_client, hours, **custom)["tool_calls"].current == 5
+
+
+@pytest.mark.django_db
+def test_tokens_are_hourly_up_to_a_week_and_daily_beyond(viewer_client, hours):
+    response = viewer_client.get(reverse("dashboard:overview", args=[hours.slug]))
+    series = response.context["series"]
+    assert len(series) == 7 * 24
+    by_bucket = {row["bucket"]: row for row in series}
+    assert by_bucket[NOW_HOUR]["schema_tokens"] == 300
+    assert by_bucket[NOW_HOUR - timedelta(hours=2)]["schema_tokens"] == 0  # filled
+    daily = viewer_client.get(reverse("dashboard:overview", args=[hours.slug]), {"range": "30d"}).context["series"]
+    assert len(daily) in (30, 31)  # the first day may be partial
+    assert sum(row["schema_tokens"] for row in daily) == 500
+
+
+@pytest.mark.django_db
+def test_top_tools_and_dead_weight(viewer_client, project):
+    hour = NOW_HOUR
+    for name, calls, advertised, schema in (("busy", 9, 5, 500), ("idle", 0, 5, 900), ("cheap_idle", 0, 5, 10),
+                                            ("quiet", 1, 5, 100)):
+        ToolHourly.objects.create(project=project, hour=hour, tool_name=name, calls=calls,
+                                  times_advertised=advertised, schema_tokens=schema)
+    context = viewer_client.get(reverse("dashboard:overview", args=[project.slug])).context
+    assert [row["name"] for row in context["by_calls"]] == ["busy", "quiet"]
+    assert [row["name"] for row in context["by_schema"]] == ["idle", "busy", "quiet", "cheap_idle"]
+    assert [row["name"] for row in context["dead"]] == ["idle", "cheap_idle"]
+    assert context["dead_tokens"] == 910
+
+
+@pytest.mark.django_db
+def test_an_invalid_custom_range_falls_back_and_says_why(viewer_client, hours):
+    response = viewer_client.get(reverse("dashboard:overview", args=[hours.slug]),
+                                 {"range": "custom", "start": "2026-01-10", "end": "2026-01-01"})
+    assert response.status_code == 200
+    assert response.context["range"].key == "7d"
+    assert "The end date is before the start date." in response.content.decode()
+
+
+@pytest.mark.django_db
+def test_links_carry_the_range(viewer_client, hours):
+    html = viewer_client.get(reverse("dashboard:overview", args=[hours.slug]), {"range": "30d"}).content.decode()
+    for path in ("/p/acme/tools/?range=30d", "/p/acme/sessions/?range=30d", "/p/acme/tokens.csv?range=30d",
+                 "/p/acme/kpis.csv?range=30d", "/p/acme/dead-weight.csv?range=30d"):
+        assert path in html, path

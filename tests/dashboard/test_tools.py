@@ -1,0 +1,177 @@
+"""The tools table (server-side sorting and filtering) and a tool's page."""
+
+from __future__ import annotations
+
+import csv
+import io
+from datetime import timedelta
+
+import pytest
+from django.urls import reverse
+
+from dashboard.forms import TOOL_SORTS
+from tests.admin.builders import make_tool
+from tests.dashboard.builders import recent
+from toolscope.policies.models import ToolVersion
+from toolscope.telemetry.models import ToolHourly
+from toolscope.telemetry.services.rollups import hour_floor
+
+HOUR = hour_floor(recent(3))
+
+
+def _hourly(project, tool_name, hour=HOUR, **figures):
+    return ToolHourly.objects.create(project=project, hour=hour, tool_name=tool_name, **figures)
+
+
+@pytest.fixture
+def table(project):
+    """alpha: busy, erring; beta: as many calls as alpha, none failing; gamma: advertised only;
+    mystery: called, not in the catalog; delta: in the catalog, used 20 days ago only."""
+    for name, tokens in (("alpha", 300), ("beta", 100), ("gamma", 500), ("delta", 50)):
+        make_tool(project, name, schema_tokens=tokens)
+    _hourly(project, "alpha", calls=1, errors=1, duration_p50_ms=10, duration_p95_ms=20, output_tokens=100,
+            times_advertised=5, times_called=1)
+    _hourly(project, "alpha", HOUR - timedelta(hours=1), calls=3, duration_p50_ms=40, duration_p95_ms=80,
+            output_tokens=300, duplicates=2, times_advertised=5, times_called=3)
+    _hourly(project, "beta", calls=4, output_tokens=40, times_advertised=10, times_called=4)
+    _hourly(project, "gamma", times_advertised=10, schema_tokens=5000)
+    _hourly(project, "mystery", calls=2, errors=2)
+    _hourly(project, "delta", HOUR - timedelta(days=20), calls=7)
+    return project
+
+
+def _rows(client, project, **params):
+    response = client.get(reverse("dashboard:tools", args=[project.slug]), params)
+    assert response.status_code == 200
+    return response.context["rows"]
+
+
+def _names(client, project, **params):
+    return [row["name"] for row in _rows(client, project, **params)]
+
+
+@pytest.mark.django_db
+def test_default_order_is_calls_descending_ties_by_name(viewer_client, table):
+    assert _names(viewer_client, table) == ["alpha", "beta", "mystery", "delta", "gamma"]
+
+
+@pytest.mark.django_db
+def test_sort_by_name_both_ways(viewer_client, table):
+    assert _names(viewer_client, table, sort="name") == ["alpha", "beta", "delta", "gamma", "mystery"]
+    assert _names(viewer_client, table, sort="name", dir="desc") == ["mystery", "gamma", "delta", "beta", "alpha"]
+
+
+@pytest.mark.django_db
+def test_sort_by_error_rate_keeps_empty_values_last_and_ties_stable(viewer_client, table):
+    assert _names(viewer_client, table, sort="error_rate", dir="desc") == ["mystery", "alpha", "beta", "delta", "gamma"]
+    assert _names(viewer_client, table, sort="error_rate", dir="asc") == ["beta", "alpha", "mystery", "delta", "gamma"]
+
+
+@pytest.mark.django_db
+def test_sort_by_catalog_schema_tokens(viewer_client, table):
+    assert _names(viewer_client, table, sort="catalog_schema_tokens") == ["gamma", "alpha", "beta", "delta", "mystery"]
+
+
+@pytest.mark.django_db
+def test_every_sort_key_is_accepted(viewer_client, table):
+    for key, _ in TOOL_SORTS:
+        assert len(_names(viewer_client, table, sort=key)) == 5, key
+
+
+@pytest.mark.django_db
+def test_an_unknown_sort_falls_back_to_calls(viewer_client, table):
+    assert _names(viewer_client, table, sort="secret_hash")[0] == "alpha"
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("params", "expected"),
+    [
+        ({"q": "ALP"}, ["alpha"]),
+        ({"show": "called"}, ["alpha", "beta", "mystery"]),
+        ({"show": "unused"}, ["gamma"]),
+        ({"show": "errors"}, ["alpha", "mystery"]),
+        ({"show": "unknown"}, ["mystery"]),
+        ({"q": "a", "show": "errors"}, ["alpha"]),
+    ],
+)
+def test_filters(viewer_client, table, params, expected):
+    assert _names(viewer_client, table, **params) == expected
+
+
+@pytest.mark.django_db
+def test_figures_of_a_row(viewer_client, table):
+    alpha = next(row for row in _rows(viewer_client, table) if row["name"] == "alpha")
+    assert (alpha["calls"], alpha["errors"], alpha["error_rate"]) == (4, 1, 0.25)
+    # Call-weighted: (10 * 1 + 40 * 3) / 4 and (20 * 1 + 80 * 3) / 4.
+    assert (alpha["p50_ms"], alpha["p95_ms"]) == (32.5, 65.0)
+    assert (alpha["mean_output_tokens"], alpha["duplicate_rate"]) == (100, 0.5)
+    assert (alpha["times_advertised"], alpha["times_called"], alpha["catalog_schema_tokens"]) == (10, 4, 300)
+    assert alpha["last_used"] == HOUR
+
+
+@pytest.mark.django_db
+def test_last_used_looks_beyond_the_range_for_catalog_tools(viewer_client, table):
+    delta = next(row for row in _rows(viewer_client, table) if row["name"] == "delta")
+    assert (delta["calls"], delta["last_used"]) == (0, HOUR - timedelta(days=20))
+
+
+@pytest.mark.django_db
+def test_sort_links_flip_the_direction_and_keep_the_filters(viewer_client, table):
+    html = viewer_client.get(reverse("dashboard:tools", args=[table.slug]), {"q": "a", "range": "30d"}).content.decode()
+    assert "?q=a&amp;range=30d&amp;sort=calls&amp;dir=asc" in html
+    assert "?q=a&amp;range=30d&amp;sort=name&amp;dir=asc" in html
+
+
+@pytest.mark.django_db
+def test_the_csv_follows_the_filter_and_order(viewer_client, table):
+    response = viewer_client.get(reverse("dashboard:tools_csv", args=[table.slug]), {"sort": "name", "show": "called"})
+    rows = list(csv.reader(io.StringIO(b"".join(response.streaming_content).decode())))
+    assert rows[0][:4] == ["name", "in_catalog", "source", "calls"]
+    assert [row[0] for row in rows[1:]] == ["alpha", "beta", "mystery"]
+
+
+@pytest.mark.django_db
+def test_tool_page_shows_versions_with_a_diff_and_token_change(viewer_client, project):
+    tool = make_tool(project, "read_file", schema_tokens=120)
+    old = ToolVersion.objects.create(tool=tool, schema_hash="old", input_schema={"type": "object"}, schema_tokens=90)
+    ToolVersion.objects.filter(pk=old.pk).update(first_seen_at=old.first_seen_at - timedelta(days=1))
+    ToolVersion.objects.create(tool=tool, schema_hash=tool.schema_hash, input_schema=tool.input_schema,
+                               schema_tokens=120)
+    response = viewer_client.get(reverse("dashboard:tool", args=[project.slug, "read_file"]))
+    newest, oldest = response.context["versions"]
+    assert (newest.schema_hash, newest.token_change, oldest.diff) == (tool.schema_hash, 30, [])
+    assert any(line.startswith("+") and '"path"' in line for line in newest.diff)
+    assert "diff-add" in response.content.decode()
+
+
+@pytest.mark.django_db
+def test_tool_page_of_a_tool_outside_the_catalog(viewer_client, table):
+    response = viewer_client.get(reverse("dashboard:tool", args=[table.slug, "mystery"]))
+    assert response.status_code == 200
+    assert response.context["tool"] is None
+    assert response.context["totals"]["calls"] == 2
+
+
+@pytest.mark.django_db
+def test_tool_page_of_a_name_never_seen_is_404(viewer_client, table):
+    assert viewer_client.get(reverse("dashboard:tool", args=[table.slug, "nope"])).status_code == 404
+
+
+@pytest.mark.django_db
+def test_tool_page_lists_recent_errors_with_links_to_the_call(viewer_client, activity):
+    response = viewer_client.get(reverse("dashboard:tool", args=[activity.project.slug, "read_file"]))
+    (error,) = response.context["errors"]
+    session = activity.sessions[0]
+    assert error["session__client_id"] == session.client_id
+    assert f"/p/acme/sessions/{session.client_id}/?range=7d#call-{error['id']}" in response.content.decode()
+
+
+@pytest.mark.django_db
+def test_tool_names_with_a_slash_have_pages(viewer_client, project):
+    make_tool(project, "github/create_issue")
+    response = viewer_client.get(reverse("dashboard:tool", args=[project.slug, "github/create_issue"]))
+    assert response.status_code == 200
+    assert response.context["name"] == "github/create_issue"
+    csv_url = reverse("dashboard:tool_calls_csv", args=[project.slug, "github/create_issue"])
+    assert viewer_client.get(csv_url).status_code == 200

@@ -57,6 +57,9 @@ CELERY_BROKER_URL = env_url("CELERY_BROKER_URL", ("redis", "rediss", "amqp", "me
 CELERY_RESULT_BACKEND = env_url("CELERY_RESULT_BACKEND", ("redis", "rediss"))
 # No broker configured: run tasks in-process, which is what a newcomer's first run needs.
 CELERY_TASK_ALWAYS_EAGER = CELERY_BROKER_URL is None
+if CELERY_TASK_ALWAYS_EAGER:
+    # Nothing is published; an in-memory transport keeps kombu from looking for one on localhost.
+    CELERY_BROKER_URL = "memory://"
 CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_TASK_SERIALIZER = "json"
 CELERY_RESULT_SERIALIZER = "json"

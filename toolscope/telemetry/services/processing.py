@@ -39,8 +39,11 @@ def batch_process(*, batch_id: int) -> bool:
         attempts=F("attempts") + 1, status=BatchStatus.PROCESSING, started_at=timezone.now()
     )
     with transaction.atomic():
+        # of=("self",): lock the batch row only. Locking the joined project row too would make
+        # every ingest commit (its foreign key check) and every rollup wait for this batch, and
+        # deadlock two workers against each other.
         batch = (
-            IngestBatch.objects.select_for_update()
+            IngestBatch.objects.select_for_update(of=("self",))
             .select_related("project")
             .filter(pk=batch_id)
             .first()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from dashboard.views import home, keys, overview, sessions, tools
+from dashboard.views import home, keys, overview, policy, sessions, tools
 
 app_name = "dashboard"
 
@@ -35,4 +35,9 @@ urlpatterns = [
     path("p/<slug:slug>/keys.csv", keys.key_list_csv, name="keys_csv"),
     path("p/<slug:slug>/keys/new/", keys.key_create, name="key_create"),
     path("p/<slug:slug>/keys/<int:key_id>/revoke/", keys.key_revoke, name="key_revoke"),
+    path("p/<slug:slug>/policy/", policy.policy_draft, name="policy"),
+    path("p/<slug:slug>/policy/test/", policy.policy_test, name="policy_test"),
+    path("p/<slug:slug>/policy/publish/", policy.policy_publish_page, name="policy_publish"),
+    path("p/<slug:slug>/policy/versions/", policy.policy_versions, name="policy_versions"),
+    path("p/<slug:slug>/policy/versions/<int:number>/label/", policy.policy_label_move, name="policy_label_move"),
 ]

@@ -1,0 +1,163 @@
+"""The policy pages: the draft with its catalog, published versions and labels, the audit trail,
+and what the draft would send for a message."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from toolscope_agent.engine.render import selection_cost
+from toolscope_agent.engine.selection import SessionState, select_tools
+from toolscope_agent.engine.tokens import tool_tokens
+
+from toolscope.policies.models import Policy, PolicyAuditEntry, PolicyLabel, PolicyVersion, Tool
+from toolscope.policies.selectors import policy_label_version
+from toolscope.policies.services.diff import document_diff
+from toolscope.policies.services.documents import policy_document_build
+from toolscope.policies.services.resolve import tool_catalog
+from toolscope.telemetry.models import Project
+from toolscope.tokenizer import counter
+
+VERSIONS_SHOWN = 50
+AUDIT_SHOWN = 15
+# What an agent applies when a project has no draft at all: every tool (docs/policy.md).
+NO_POLICY: dict[str, Any] = {"selection": {"mode": "all", "allowed": None}}
+# The dashboard prices selections in OpenAI's rendering, as Tool.schema_tokens is counted.
+FLAVOR = "openai"
+
+
+def policy_draft_get(*, project_id: int) -> Policy | None:
+    """The draft with its tool sets, ready for the draft form and policy_validate: three queries."""
+    return (
+        Policy.objects.filter(project_id=project_id).select_related("updated_by")
+        .prefetch_related("allowed", "always_on").first()
+    )
+
+
+def policy_get(*, project_id: int) -> Policy | None:
+    """The draft row alone, for pages that build its document anyway: one query."""
+    return Policy.objects.filter(project_id=project_id).first()
+
+
+def policy_catalog(*, project_id: int) -> list[Tool]:
+    """The catalog in name order, only what the pickers show: one query."""
+    return list(
+        Tool.objects.filter(project_id=project_id).only("id", "name", "description", "schema_tokens").order_by("name")
+    )
+
+
+@dataclass(frozen=True)
+class LabelRow:
+    name: str
+    number: int
+    updated_at: Any
+    updated_by: str
+
+
+@dataclass
+class VersionRow:
+    number: int
+    published_at: Any
+    published_by: str
+    comment: str
+    etag: str
+    labels: list[str] = field(default_factory=list)
+
+
+def policy_labels(*, project_id: int) -> list[LabelRow]:
+    """The project's labels and the version each points at: one query, no document."""
+    rows = (PolicyLabel.objects.filter(project_id=project_id).order_by("name")
+            .values_list("name", "version__number", "updated_at", "updated_by__username"))
+    return [LabelRow(name, number, updated_at, by or "") for name, number, updated_at, by in rows]
+
+
+def policy_versions(*, project_id: int, labels: list[LabelRow], limit: int = VERSIONS_SHOWN) -> list[VersionRow]:
+    """The newest `limit` versions, newest first, each with the labels pointing at it: one query
+    (the labels come from policy_labels)."""
+    by_number: dict[int, list[str]] = defaultdict(list)
+    for label in labels:
+        by_number[label.number].append(label.name)
+    rows = (PolicyVersion.objects.filter(project_id=project_id).order_by("-number")
+            .values_list("number", "published_at", "published_by__username", "comment", "etag")[:limit])
+    return [VersionRow(number, at, by or "", comment, etag, by_number.get(number, []))
+            for number, at, by, comment, etag in rows]
+
+
+def policy_version_documents(*, project_id: int, numbers: list[int]) -> dict[int, dict[str, Any]]:
+    """The documents of versions `numbers` of the project, by number: one query."""
+    rows = PolicyVersion.objects.filter(project_id=project_id, number__in=numbers).values_list("number", "document")
+    return dict(rows)
+
+
+def policy_version_get(*, project_id: int, number: int) -> PolicyVersion | None:
+    return PolicyVersion.objects.filter(project_id=project_id, number=number).first()
+
+
+def policy_audit_recent(*, project_id: int, limit: int = AUDIT_SHOWN) -> list[PolicyAuditEntry]:
+    """The latest policy changes with who made them: one query."""
+    return list(PolicyAuditEntry.objects.filter(project_id=project_id).select_related("user")
+                .defer("detail").order_by("-created_at", "-id")[:limit])
+
+
+def draft_changes(*, project: Project, policy: Policy, label: str) -> tuple[int | None, list[str] | None]:
+    """The version `label` serves now and what publishing the draft under it would change (None:
+    the label serves nothing yet): the draft document's queries plus one."""
+    current = policy_label_version(project_id=project.pk, name=label)
+    if current is None:
+        return None, None
+    return current.number, document_diff(old=current.document, new=policy_document_build(policy=policy))
+
+
+@dataclass(frozen=True)
+class SentTool:
+    name: str
+    reason: str
+    tokens: int
+
+
+@dataclass(frozen=True)
+class MessageTest:
+    """What the draft sends for one message on the first turn of a session."""
+
+    message: str
+    mode: str
+    tools: list[SentTool]
+    deferred: list[str]
+    menu: str | None
+    tokens: int
+    all_tokens: int
+
+    @property
+    def allowed_count(self) -> int:
+        return len(self.tools) + len(self.deferred)
+
+    @property
+    def saved(self) -> int:
+        return self.all_tokens - self.tokens
+
+    @property
+    def saved_share(self) -> float | None:
+        return self.saved / self.all_tokens if self.all_tokens else None
+
+
+def draft_message_test(*, project: Project, policy: Policy | None, message: str) -> MessageTest:
+    """select_tools on the project's catalog under the draft, with an empty session state, priced
+    against sending every allowed tool: the draft document's queries plus one for the catalog."""
+    document = policy_document_build(policy=policy) if policy is not None else NO_POLICY
+    catalog = tool_catalog(project=project)
+    selection = select_tools(catalog, document, SessionState(), message)
+    allowed = document["selection"].get("allowed")
+    everything = select_tools(catalog, {"selection": {"mode": "all", "allowed": allowed}}, SessionState(), "")
+    count = counter(project.encoding)
+    tools = [
+        SentTool(tool["name"], selection.reasons[tool["name"]],
+                 tool_tokens(tool["name"], tool.get("description") or "", tool.get("input_schema") or {}, count,
+                             FLAVOR))
+        for tool in selection.tools
+    ]
+    return MessageTest(
+        message=message, mode=selection.mode, tools=tools, deferred=[tool["name"] for tool in selection.deferred],
+        menu=selection.menu, tokens=selection_cost(selection, count, FLAVOR),
+        all_tokens=selection_cost(everything, count, FLAVOR),
+    )

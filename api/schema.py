@@ -78,3 +78,40 @@ TRANSCRIPT_SCHEMA: dict[str, Any] = {
         "tools": {"type": "array", "items": {"type": "object"}},
     },
 }
+
+_NAMES = {"type": "array", "items": _STRING}
+POLICY_DOCUMENT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "description": "The policy document, schema_version 1 (docs/policy.md).",
+    "required": ["schema_version", "project", "label", "version", "etag", "selection", "outputs", "tools"],
+    "properties": {
+        "schema_version": {"type": "integer", "enum": [1]},
+        "project": _STRING, "label": _STRING, "version": {"type": "integer", "minimum": 1},
+        "etag": _STRING, "published_at": {"type": "string", "format": "date-time"},
+        "encoding": {"type": "string", "enum": ["o200k_base", "cl100k_base"]},
+        "context_window": {"type": "integer"},
+        "selection": {"type": "object", "properties": {
+            "mode": {"type": "string", "enum": ["all", "context_rules", "progressive", "tool_search"]},
+            "allowed": {"type": "array", "items": _STRING, "nullable": True,
+                        "description": "null: every catalog tool is allowed."},
+            "always_on": _NAMES,
+            "groups": {"type": "object", "additionalProperties": _NAMES},
+            "context_rules": {"type": "array", "items": {"type": "object", "properties": {
+                "name": _STRING, "keywords": _NAMES, "regex": {"type": "string", "nullable": True},
+                "groups": _NAMES}}},
+            "progressive": {"type": "object", "properties": {"hint_prefix": _STRING}},
+            "tool_search": {"type": "object", "properties": {
+                "top_k": _COUNT, "max_top_k": _COUNT, "provider_search": {"type": "boolean"}}},
+            "sticky_discovered": {"type": "boolean"},
+        }},
+        "outputs": {"type": "object", "properties": {
+            "duplicates": {"type": "object", "properties": {"suppress": {"type": "boolean"}}},
+            "compaction": {"type": "array", "items": {"type": "object", "properties": {
+                "tools": _STRING, "max_tokens": _COUNT,
+                "strategy": {"type": "string", "enum": ["head_tail", "head", "tail", "json_prune", "dedupe_lines"]},
+            }}},
+        }},
+        "tools": {"type": "object", "description": "Per-tool settings by tool name.",
+                  "additionalProperties": {"type": "object"}},
+    },
+}

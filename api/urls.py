@@ -3,6 +3,8 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, Spec
 
 from api.views.artifacts import ArtifactView
 from api.views.ingest import IngestView, TranscriptView
+from api.views.policy import PolicyView
+from api.views.resolve import ResolveView, ToolSearchView
 from api.views.tools import ToolsView
 
 app_name = "api"
@@ -11,6 +13,9 @@ urlpatterns = [
     path("ingest", IngestView.as_view(), name="ingest"),
     path("transcripts", TranscriptView.as_view(), name="transcripts"),
     path("tools", ToolsView.as_view(), name="tools"),
+    path("policy", PolicyView.as_view(), name="policy"),
+    path("policy/resolve", ResolveView.as_view(), name="policy-resolve"),
+    path("tools/search", ToolSearchView.as_view(), name="tools-search"),
     path("artifacts/<uuid:artifact_id>", ArtifactView.as_view(), name="artifact"),
     path("schema", SpectacularAPIView.as_view(authentication_classes=[], permission_classes=[]), name="schema"),
     path("docs", SpectacularSwaggerView.as_view(url_name="api:schema", authentication_classes=[],

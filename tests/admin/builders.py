@@ -9,6 +9,7 @@ from toolscope.policies.models import (
     CompactionRule,
     ContextRule,
     Policy,
+    PolicyAuditEntry,
     PolicyLabel,
     PolicyVersion,
     Tool,
@@ -112,5 +113,6 @@ def make_everything(project: Project) -> dict[type, object]:
         group,
         version,
         make_label(version),
+        PolicyAuditEntry.objects.create(project=project, action="published", summary="published v1"),
     ]
     return {type(row): row for row in rows}

@@ -89,6 +89,10 @@ class Policy(models.Model):
 
     project = models.OneToOneField(Project, on_delete=models.CASCADE, related_name="policy")
     mode = models.CharField(max_length=16, choices=SelectionMode.choices, default=SelectionMode.ALL)
+    allowed = models.ManyToManyField(
+        Tool, blank=True, related_name="allowed_in",
+        help_text="The only tools an agent may be sent. Empty: every catalog tool.",
+    )
     always_on = models.ManyToManyField(Tool, blank=True, related_name="always_on_in")
     sticky_discovered = models.BooleanField(
         default=True, help_text="Tools discovered earlier in a session stay loaded."
@@ -187,7 +191,8 @@ class PolicyVersion(models.Model):
     published_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
-    published_at = models.DateTimeField(auto_now_add=True)
+    # Not auto_now_add: publishing writes the same instant into the document before saving.
+    published_at = models.DateTimeField(default=timezone.now, editable=False)
 
     class Meta:
         ordering = ["project", "-number"]
@@ -225,3 +230,31 @@ class PolicyLabel(models.Model):
     def clean(self) -> None:
         if self.version_id and self.version.project_id != self.project_id:
             raise ValidationError({"version": "The version belongs to another project."})
+
+
+class PolicyAuditAction(models.TextChoices):
+    DRAFT_CHANGED = "draft_changed", "draft changed"
+    PUBLISHED = "published", "published"
+    LABEL_MOVED = "label_moved", "label moved"
+    ROLLBACK = "rollback", "rollback"
+
+
+class PolicyAuditEntry(models.Model):
+    """Who changed a project's policy, how, and when: drafts, publishes and label moves."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="policy_audit_entries")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    action = models.CharField(max_length=16, choices=PolicyAuditAction.choices)
+    summary = models.TextField()
+    detail = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [models.Index(fields=["project", "-created_at"], name="policyaudit_project_created")]
+        verbose_name_plural = "policy audit entries"
+
+    def __str__(self) -> str:
+        return f"{self.project} {self.action}: {self.summary[:80]}"

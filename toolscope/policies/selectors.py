@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from toolscope.policies.models import Tool
+from toolscope.policies.models import PolicyLabel, PolicyVersion, Tool
 from toolscope.telemetry.models import Project
 
 SETTINGS_FIELDS = ("scope", "requires_approval", "redact", "max_result_tokens", "on_schema_error", "retry_policy")
@@ -26,3 +26,22 @@ def tool_list(*, project: Project) -> list[dict[str, Any]]:
         }
         for tool in Tool.objects.filter(project=project).order_by("name")
     ]
+
+
+def policy_version_previous(*, version: PolicyVersion) -> PolicyVersion | None:
+    """The version published just before `version` in its project, one query."""
+    return (
+        PolicyVersion.objects.filter(project_id=version.project_id, number__lt=version.number)
+        .order_by("-number")
+        .first()
+    )
+
+
+def policy_label_version(*, project_id: int, name: str) -> PolicyVersion | None:
+    """The version label `name` points at, one query."""
+    label = PolicyLabel.objects.filter(project_id=project_id, name=name).select_related("version").first()
+    return label.version if label is not None else None
+
+
+def policy_label_names(*, project_id: int) -> list[str]:
+    return list(PolicyLabel.objects.filter(project_id=project_id).values_list("name", flat=True))

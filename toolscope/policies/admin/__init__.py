@@ -1,3 +1,3 @@
 """The Django admin of the catalog and policies."""
 
-from toolscope.policies.admin import policies, tools, versions  # noqa: F401  (registers the admins)
+from toolscope.policies.admin import audit, policies, tools, versions  # noqa: F401  (registers the admins)

@@ -14,16 +14,21 @@ from toolscope.policies.models import Policy, PolicyLabel, Tool, ToolGroup
 from toolscope.policies.selectors import SETTINGS_FIELDS
 from toolscope.telemetry.models import Project
 
+SCHEMA_VERSION = 1
 PRODUCTION_LABEL = "production"
 # What an agent gets with nothing configured: every tool, duplicates suppressed, no compaction.
 DEFAULT_OUTPUTS: dict[str, Any] = {"duplicates": {"suppress": True}, "compaction": []}
 
 
 def policy_document_build(*, policy: Policy) -> dict[str, Any]:
-    """The draft as a document (without version/etag, which publishing adds). Five queries."""
+    """The draft as a document (without label/version/etag/published_at, which publishing adds).
+
+    Six queries. `selection.allowed` is null when the draft restricts nothing (docs/policy.md).
+    """
     policy = (
         Policy.objects.select_related("project")
         .prefetch_related(
+            "allowed",
             "always_on",
             Prefetch("groups", queryset=ToolGroup.objects.prefetch_related("tools")),
             "context_rules__groups",
@@ -32,12 +37,15 @@ def policy_document_build(*, policy: Policy) -> dict[str, Any]:
         .get(pk=policy.pk)
     )
     project = policy.project
+    allowed = sorted(tool.name for tool in policy.allowed.all())
     return {
+        "schema_version": SCHEMA_VERSION,
         "project": project.slug,
         "encoding": project.encoding,
         "context_window": project.context_window,
         "selection": {
             "mode": policy.mode,
+            "allowed": allowed or None,
             "always_on": sorted(tool.name for tool in policy.always_on.all()),
             "groups": {group.name: sorted(t.name for t in group.tools.all()) for group in policy.groups.all()},
             "context_rules": [

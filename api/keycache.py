@@ -1,0 +1,102 @@
+"""API-key verification through the shared cache, for endpoints agents poll (GET /api/v1/policy).
+
+A poll that finds nothing new must not touch the database, and verification is a query. A valid
+key is remembered under `apikey:<prefix>:<sha256 of the secret>`: the same SHA-256 the key's row
+stores as `secret_hash`, so the revoking side can compute the entry's name from the row alone
+(api_key_cache_forget) without ever knowing the secret, and a wrong secret can never hit another
+key's entry. Entries expire after KEY_SECONDS, which bounds how long a revocation that skipped
+api_key_cache_forget (a raw UPDATE, a lost cache call) keeps a key working, and refreshes
+`last_used_at` (written by api_key_verify on a miss) at that resolution.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from django.core.cache import cache
+
+from toolscope.telemetry.models import ApiKey, Project
+from toolscope.telemetry.services.api_keys import KEY_PREFIX, api_key_verify
+
+logger = logging.getLogger(__name__)
+
+KEY_SECONDS = 60
+MEMO_SIZE = 1024
+# Per process: the instance built from each cached entry (see _rebuilt).
+_instances: dict[str, tuple[tuple, ApiKey]] = {}
+
+
+def api_key_cache_key(*, prefix: str, secret_hash: str) -> str:
+    return f"apikey:{prefix}:{secret_hash}"
+
+
+def api_key_verify_cached(*, raw: str) -> ApiKey | None:
+    """Like api_key_verify; a hit returns a partial ApiKey (pk, name, prefix, scopes, project with
+    pk and slug) built without a query, fit for authorising a request and nothing else."""
+    return api_key_verify_cached_with(raw=raw, also=None)[0]
+
+
+def api_key_verify_cached_with(
+    *, raw: str, also: Callable[[int], list[str]] | None
+) -> tuple[ApiKey | None, dict[str, Any] | None]:
+    """api_key_verify_cached, reading in the same cache round trip the keys `also(project_id)`
+    names: the entries the request will need next. Returns the key and those keys' values (absent
+    keys left out), or None instead of the values when they could not be read along (the first
+    request of this process with this key, before its project is known here)."""
+    parts = _split(raw.strip())
+    if parts is None:
+        return None, None
+    prefix, secret = parts
+    key = api_key_cache_key(prefix=prefix, secret_hash=hashlib.sha256(secret.encode()).hexdigest())
+    memo = _instances.get(key)
+    extra = also(memo[1].project_id) if also is not None and memo is not None else []
+    found = _cache_call(cache.get_many, [key, *extra]) or {}
+    entry = found.pop(key, None)
+    if entry is not None:
+        return _rebuilt(key, prefix, entry), found if extra else None
+    api_key = api_key_verify(raw=raw)
+    if api_key is not None:
+        entry = (api_key.pk, api_key.name, tuple(api_key.scopes), api_key.project_id, api_key.project.slug)
+        _cache_call(cache.set, key, entry, KEY_SECONDS)
+    return api_key, None
+
+
+def api_key_cache_forget(*, api_key: ApiKey) -> None:
+    """Drop the cached verification of a revoked key; call after the revocation commits."""
+    _cache_call(cache.delete, api_key_cache_key(prefix=api_key.prefix, secret_hash=api_key.secret_hash))
+
+
+def _split(raw: str) -> tuple[str, str] | None:
+    # The format of services/api_keys.py: ts_<prefix>_<secret>, the secret may hold "_".
+    if not raw.startswith(KEY_PREFIX):
+        return None
+    prefix, sep, secret = raw[len(KEY_PREFIX) :].partition("_")
+    return (prefix, secret) if sep and prefix and secret else None
+
+
+def _rebuilt(key: str, prefix: str, entry: tuple) -> ApiKey:
+    # Building two model instances costs about as much as the rest of a 304; the instance built
+    # from an entry is kept per process and reused while the shared cache returns that same entry.
+    # Read-only by contract, so sharing it between threads is safe.
+    memo = _instances.get(key)
+    if memo is not None and memo[0] == entry:
+        return memo[1]
+    pk, name, scopes, project_id, project_slug = entry
+    project = Project(pk=project_id, slug=project_slug)
+    api_key = ApiKey(pk=pk, name=name, prefix=prefix, scopes=list(scopes), project=project)
+    if len(_instances) >= MEMO_SIZE:
+        _instances.clear()
+    _instances[key] = (entry, api_key)
+    return api_key
+
+
+def _cache_call(method, *args):
+    # With the cache down the key is checked against the database, as every other endpoint does.
+    try:
+        return method(*args)
+    except Exception:
+        logger.warning("API key cache unavailable; verifying against the database", exc_info=True)
+        return None

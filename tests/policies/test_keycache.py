@@ -56,3 +56,4 @@ def test_a_revoked_key_gets_a_401_once_its_entry_is_forgotten(agent, agent_key, 
     assert response.json()["detail"] == "The API key is unknown or revoked."
 
 
+

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.exceptions import ValidationError
+from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -96,7 +97,12 @@ def _touch(api_key: ApiKey) -> None:
 
 
 def api_key_revoke(*, api_key: ApiKey) -> ApiKey:
+    """Revoke the key and, once that commits, drop its cached verification: endpoints that poll
+    (GET /api/v1/policy) authenticate from the cache and must stop accepting it at once."""
+    from api.keycache import api_key_cache_forget
+
     if api_key.revoked_at is None:
         api_key.revoked_at = timezone.now()
         api_key.save(update_fields=["revoked_at"])
+    transaction.on_commit(lambda: api_key_cache_forget(api_key=api_key), robust=True)
     return api_key

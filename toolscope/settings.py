@@ -257,7 +257,7 @@ if PRODUCTION:
         )
     if DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":
         raise ImproperlyConfigured("DATABASE_URL must point at PostgreSQL when TOOLSCOPE_ENV=production.")
-    if CELERY_BROKER_URL is None:
+    if CELERY_TASK_ALWAYS_EAGER:  # no broker configured
         raise ImproperlyConfigured("CELERY_BROKER_URL must be set when TOOLSCOPE_ENV=production.")
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
     SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", False)

@@ -19,6 +19,7 @@ from toolscope_agent.engine.duplicates import placeholder_text
 from toolscope.policies.models import ToolVersion
 from toolscope.policies.services.documents import policy_outputs_for_processing
 from toolscope.telemetry.models import AdvertisedSet, Artifact, Project, Session, ToolCall, Turn
+from toolscope.telemetry.services.bulk import rows_update
 from toolscope.telemetry.services.rollups import dirty_hours_mark
 from toolscope.tokenizer import count_many, counter
 
@@ -140,7 +141,7 @@ def _calls_save(calls: list[CallState]) -> None:
             names = tuple(sorted(call.changes))
             groups[names].append(ToolCall(pk=call.row["id"], **call.changes))
     for names, rows in groups.items():
-        ToolCall.objects.bulk_update(rows, [name.removesuffix("_id") for name in names], batch_size=500)
+        rows_update(ToolCall, [name.removesuffix("_id") for name in names], rows)
 
 
 def _advertised_sets_price(project: Project, set_ids: set[int]) -> None:
@@ -197,7 +198,7 @@ def _budgets_save(
         by_session[session].append(budget)
         if any(turn[name] != value for name, value in budget.items()):
             changed.append(Turn(pk=turn["id"], **budget))
-    Turn.objects.bulk_update(changed, list(BUDGET_FIELDS), batch_size=500)
+    rows_update(Turn, BUDGET_FIELDS, changed)
     return by_session
 
 
@@ -219,7 +220,7 @@ def _sessions_summarize(
         summary.turn_count = len(shares)
         summary.max_window_share = max(shares, default=None)
         summary.near_window = any(b["near_window"] for b in budgets.get(sid, ()))
-    Session.objects.bulk_update(summaries.values(), list(SUMMARY_FIELDS), batch_size=500)
+    rows_update(Session, SUMMARY_FIELDS, list(summaries.values()))
 
 
 BUDGET_FIELDS = ("schema_tokens", "message_tokens", "tool_output_tokens", "estimated_input_tokens", "window_share",

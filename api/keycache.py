@@ -19,7 +19,12 @@ from typing import Any
 from django.core.cache import cache
 
 from toolscope.telemetry.models import ApiKey, Project
-from toolscope.telemetry.services.api_keys import KEY_PREFIX, api_key_verify
+from toolscope.telemetry.services.api_keys import (  # noqa: F401 - the cache key helpers are re-exported
+    api_key_cache_forget,
+    api_key_cache_key,
+    api_key_split,
+    api_key_verify,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -28,9 +33,6 @@ MEMO_SIZE = 1024
 # Per process: the instance built from each cached entry (see _rebuilt).
 _instances: dict[str, tuple[tuple, ApiKey]] = {}
 
-
-def api_key_cache_key(*, prefix: str, secret_hash: str) -> str:
-    return f"apikey:{prefix}:{secret_hash}"
 
 
 def api_key_verify_cached(*, raw: str) -> ApiKey | None:
@@ -46,7 +48,7 @@ def api_key_verify_cached_with(
     names: the entries the request will need next. Returns the key and those keys' values (absent
     keys left out), or None instead of the values when they could not be read along (the first
     request of this process with this key, before its project is known here)."""
-    parts = _split(raw.strip())
+    parts = api_key_split(raw.strip())
     if parts is None:
         return None, None
     prefix, secret = parts
@@ -62,19 +64,6 @@ def api_key_verify_cached_with(
         entry = (api_key.pk, api_key.name, tuple(api_key.scopes), api_key.project_id, api_key.project.slug)
         _cache_call(cache.set, key, entry, KEY_SECONDS)
     return api_key, None
-
-
-def api_key_cache_forget(*, api_key: ApiKey) -> None:
-    """Drop the cached verification of a revoked key; call after the revocation commits."""
-    _cache_call(cache.delete, api_key_cache_key(prefix=api_key.prefix, secret_hash=api_key.secret_hash))
-
-
-def _split(raw: str) -> tuple[str, str] | None:
-    # The format of services/api_keys.py: ts_<prefix>_<secret>, the secret may hold "_".
-    if not raw.startswith(KEY_PREFIX):
-        return None
-    prefix, sep, secret = raw[len(KEY_PREFIX) :].partition("_")
-    return (prefix, secret) if sep and prefix and secret else None
 
 
 def _rebuilt(key: str, prefix: str, entry: tuple) -> ApiKey:

@@ -15,7 +15,6 @@ from django.http import HttpResponse, HttpResponseNotModified
 from django.utils.http import parse_etags
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import exceptions
-from rest_framework.authentication import get_authorization_header
 from rest_framework.negotiation import BaseContentNegotiation
 from rest_framework.request import Request
 from rest_framework.views import APIView
@@ -49,17 +48,11 @@ class CachedApiKeyAuthentication(ApiKeyAuthentication):
     round trip in all; the view finds them on the request.
     """
 
-    def authenticate(self, request: Request) -> tuple[None, ApiKey] | None:
-        header = get_authorization_header(request).split()
-        if not header:
-            return None
-        if header[0].lower() != self.keyword or len(header) != 2:
-            raise exceptions.AuthenticationFailed("Send the API key as 'Authorization: Bearer <key>'.")
-        raw, also = header[1].decode("latin-1"), _served_keys(_label(request))
-        api_key, request.policy_prefetched = api_key_verify_cached_with(raw=raw, also=also)
-        if api_key is None:
-            raise exceptions.AuthenticationFailed("The API key is unknown or revoked.")
-        return (None, api_key)
+    def verify(self, request: Request, raw: str) -> ApiKey | None:
+        api_key, request.policy_prefetched = api_key_verify_cached_with(
+            raw=raw, also=_served_keys(_label(request))
+        )
+        return api_key
 
 
 class NoNegotiation(BaseContentNegotiation):

@@ -12,10 +12,9 @@ from toolscope_agent.engine.selection import SessionState, select_tools
 from toolscope_agent.engine.tokens import tool_tokens
 
 from toolscope.policies.models import Policy, PolicyAuditEntry, PolicyLabel, PolicyVersion, Tool
-from toolscope.policies.selectors import policy_label_version
+from toolscope.policies.selectors import policy_label_version, tool_catalog
 from toolscope.policies.services.diff import document_diff
 from toolscope.policies.services.documents import policy_document_build
-from toolscope.policies.services.resolve import tool_catalog
 from toolscope.telemetry.models import Project
 from toolscope.tokenizer import counter
 

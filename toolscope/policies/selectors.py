@@ -28,6 +28,15 @@ def tool_list(*, project: Project) -> list[dict[str, Any]]:
     ]
 
 
+def tool_catalog(*, project: Project) -> list[dict[str, Any]]:
+    """The catalog in the engine's shape, in name order (one query)."""
+    return [
+        {"name": name, "description": description, "input_schema": schema, "source": source}
+        for name, description, schema, source in Tool.objects.filter(project=project)
+        .order_by("name").values_list("name", "description", "input_schema", "source")
+    ]
+
+
 def policy_version_previous(*, version: PolicyVersion) -> PolicyVersion | None:
     """The version published just before `version` in its project, one query."""
     return (

@@ -10,7 +10,7 @@ from toolscope_agent.engine.render import render_anthropic, render_openai, rende
 from toolscope_agent.engine.search import search_tools
 from toolscope_agent.engine.selection import SessionState, select_tools
 
-from toolscope.policies.models import PolicyLabel, Tool
+from toolscope.policies.selectors import policy_label_version, tool_catalog
 from toolscope.telemetry.models import Project
 from toolscope.tokenizer import counter
 
@@ -21,20 +21,11 @@ class PolicyNotPublished(LookupError):
     pass
 
 
-def tool_catalog(*, project: Project) -> list[dict[str, Any]]:
-    """The project's catalog in the engine's shape, in name order (one query)."""
-    return [
-        {"name": name, "description": description, "input_schema": schema, "source": source}
-        for name, description, schema, source in Tool.objects.filter(project=project)
-        .order_by("name").values_list("name", "description", "input_schema", "source")
-    ]
-
-
 def policy_document_for_label(*, project: Project, label: str) -> dict[str, Any]:
-    row = PolicyLabel.objects.filter(project=project, name=label).select_related("version").first()
-    if row is None:
+    version = policy_label_version(project_id=project.pk, name=label)
+    if version is None:
         raise PolicyNotPublished(f"No policy version carries the label {label!r} in this project.")
-    return {**row.version.document, "label": label, "version": row.version.number, "etag": row.version.etag}
+    return {**version.document, "label": label, "version": version.number, "etag": version.etag}
 
 
 def policy_resolve(

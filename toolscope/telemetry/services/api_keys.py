@@ -10,17 +10,21 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import logging
 import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from django.contrib.auth.models import AbstractBaseUser
+from django.core.cache import cache
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
 from toolscope.telemetry.models import ApiKey, Project, Scope
+
+logger = logging.getLogger(__name__)
 
 KEY_PREFIX = "ts_"
 # last_used_at is written at most this often per key, so busy keys do not write on every request.
@@ -37,7 +41,8 @@ def _hash(secret: str) -> str:
     return hashlib.sha256(secret.encode()).hexdigest()
 
 
-def _split(raw: str) -> tuple[str, str] | None:
+def api_key_split(raw: str) -> tuple[str, str] | None:
+    """(prefix, secret) of a key in the `ts_<prefix>_<secret>` form (the secret may hold "_")."""
     if not raw.startswith(KEY_PREFIX):
         return None
     prefix, sep, secret = raw[len(KEY_PREFIX) :].partition("_")
@@ -72,7 +77,7 @@ def api_key_create(
 
 def api_key_verify(*, raw: str) -> ApiKey | None:
     """The active key that `raw` is, or None. Never says which part was wrong."""
-    parts = _split(raw.strip())
+    parts = api_key_split(raw.strip())
     if parts is None:
         return None
     prefix, secret = parts
@@ -96,11 +101,23 @@ def _touch(api_key: ApiKey) -> None:
         api_key.last_used_at = now
 
 
+def api_key_cache_key(*, prefix: str, secret_hash: str) -> str:
+    """Where a verified key is remembered (api/keycache.py): named by what the row stores, so
+    revoking can drop the entry without knowing the secret."""
+    return f"apikey:{prefix}:{secret_hash}"
+
+
+def api_key_cache_forget(*, api_key: ApiKey) -> None:
+    """Drop the cached verification of a revoked key; call after the revocation commits."""
+    try:
+        cache.delete(api_key_cache_key(prefix=api_key.prefix, secret_hash=api_key.secret_hash))
+    except Exception:  # the entry expires on its own (api/keycache.py KEY_SECONDS)
+        logger.warning("could not drop the cached verification of key %s", api_key.prefix, exc_info=True)
+
+
 def api_key_revoke(*, api_key: ApiKey) -> ApiKey:
     """Revoke the key and, once that commits, drop its cached verification: endpoints that poll
     (GET /api/v1/policy) authenticate from the cache and must stop accepting it at once."""
-    from api.keycache import api_key_cache_forget
-
     if api_key.revoked_at is None:
         api_key.revoked_at = timezone.now()
         api_key.save(update_fields=["revoked_at"])

@@ -19,11 +19,11 @@ from contextlib import nullcontext
 from typing import Any
 
 import psycopg
+import rollup_speed
 from _stack import REPO, manage, percentile, scratch_database, stack_env
-from rollup_speed import CALLS_SQL, TURNS_SQL, WASTE_SQL, seed_catalog
 
-# rollup_speed's session statement predates the session summary columns (NOT NULL, no database
-# default), so sessions are inserted here with them, and filled in once the calls exist.
+# Two agents (the sessions list filters by agent), and the session summaries filled in once the
+# calls exist: the dashboard reads them, the rollup benchmark does not.
 SESSIONS_SQL = """
 INSERT INTO telemetry_session (project_id, client_id, agent_name, model, started_at, metadata, created_at, turn_count,
     tool_call_count, error_count, duplicate_tokens, near_window)
@@ -114,18 +114,7 @@ def measure(env: dict[str, str], repeat: int) -> bool:
 
 
 def seed(database_url: str, args: argparse.Namespace) -> None:
-    started = time.perf_counter()
-    with psycopg.connect(database_url) as conn, conn.cursor() as cursor:
-        cursor.execute("INSERT INTO telemetry_project (slug, name, encoding, context_window, created_at)"
-                       " VALUES ('bench', 'bench', 'o200k_base', 200000, now()) RETURNING id")
-        (project,) = cursor.fetchone()
-        params = {"project": project, "sessions": args.sessions, "days": args.days, "turns": args.turns,
-                  "calls_per_turn": args.calls_per_turn, "sets": seed_catalog(cursor, project)}
-        for sql in (SESSIONS_SQL, TURNS_SQL, CALLS_SQL, *WASTE_SQL, *SUMMARY_SQL):
-            cursor.execute(sql, params)
-    with psycopg.connect(database_url, autocommit=True) as conn:
-        conn.execute("VACUUM ANALYZE")
-    print(f"seeded in {time.perf_counter() - started:.1f} s (including VACUUM ANALYZE)")
+    rollup_speed.seed(database_url, args, sessions_sql=SESSIONS_SQL, extra_sql=tuple(SUMMARY_SQL))
 
 
 def main() -> None:

@@ -99,7 +99,9 @@ def seed_catalog(cursor: psycopg.Cursor, project: int) -> list[int]:
     return set_ids
 
 
-def seed(database_url: str, args: argparse.Namespace) -> None:
+def seed(database_url: str, args: argparse.Namespace, *, sessions_sql: str = SESSIONS_SQL,
+         extra_sql: tuple[str, ...] = ()) -> None:
+    """The project, catalog, sessions, turns and calls; `extra_sql` runs last (same parameters)."""
     started = time.perf_counter()
     with psycopg.connect(database_url) as conn, conn.cursor() as cursor:
         cursor.execute("INSERT INTO telemetry_project (slug, name, encoding, context_window, created_at)"
@@ -107,7 +109,7 @@ def seed(database_url: str, args: argparse.Namespace) -> None:
         (project,) = cursor.fetchone()
         params = {"project": project, "sessions": args.sessions, "days": args.days, "turns": args.turns,
                   "calls_per_turn": args.calls_per_turn, "sets": seed_catalog(cursor, project)}
-        for sql in (SESSIONS_SQL, TURNS_SQL, CALLS_SQL, *WASTE_SQL):
+        for sql in (sessions_sql, TURNS_SQL, CALLS_SQL, *WASTE_SQL, *extra_sql):
             cursor.execute(sql, params)
     with psycopg.connect(database_url, autocommit=True) as conn:
         conn.execute("VACUUM ANALYZE")

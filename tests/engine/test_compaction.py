@@ -446,3 +446,41 @@ def test_rules_come_from_the_policy_document():
 def test_a_malformed_rule_is_an_error(entry, message):
     with pytest.raises(ValueError, match=message):
         rules_from_policy({"outputs": {"compaction": [entry]}})
+
+
+# --- searching from a guess ----------------------------------------------------------------
+
+
+@given(
+    sizes=st.lists(st.integers(min_value=0, max_value=9), min_size=1, max_size=60),
+    limit=st.integers(min_value=0, max_value=300),
+    guess=st.integers(min_value=-5, max_value=80),
+)
+def test_a_guess_never_changes_the_answer_of_a_monotone_search(sizes, limit, guess):
+    from toolscope_agent.engine.compaction import _largest
+
+    def measure(k: int) -> int:
+        return sum(sizes[:k])
+
+    hi = len(sizes)
+    expected = max(k for k in range(hi + 1) if measure(k) <= limit)
+    assert _largest(measure, limit, hi, 0, guess) == (expected, measure(expected))
+    assert _largest(measure, limit, hi, 0) == (expected, measure(expected))
+
+
+def test_a_known_count_is_trusted_and_the_search_counts_only_near_the_cut():
+    text = "".join(f"{i:06d} DEBUG worker heartbeat ok, queue depth {i % 17}\n" for i in range(2_000))
+    counted: list[str] = []
+
+    def counting(candidate: str) -> int:
+        counted.append(candidate)
+        return pieces(candidate)
+
+    result = compact(text, strategy="head_tail", max_tokens=500, count=counting, tokens=pieces(text))
+    assert result.tokens_before == pieces(text)
+    assert result.tokens_after == pieces(result.text) <= 500
+    assert text not in counted  # the original was not counted again
+    # template, head (guess, one more line), tail (guess, one more line), the result: the guess
+    # from the text's tokens per character lands next to the answer on even text.
+    assert len(counted) <= 8
+    assert result == compact(text, strategy="head_tail", max_tokens=500, count=pieces)

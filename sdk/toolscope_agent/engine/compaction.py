@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import json
 import math
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
@@ -70,12 +70,16 @@ class CompactionRule:
         _validate(self.strategy, self.max_tokens)
 
 
-def compact(text: str, *, strategy: str, max_tokens: int, count: Counter, head_share: float = 0.6) -> Compacted:
-    """`text` cut to at most `max_tokens` tokens (as measured by `count`) with `strategy`."""
+def compact(text: str, *, strategy: str, max_tokens: int, count: Counter, head_share: float = 0.6,
+            tokens: int | None = None) -> Compacted:
+    """`text` cut to at most `max_tokens` tokens (as measured by `count`) with `strategy`.
+
+    `tokens`, when the caller has counted `text` already, must be `count(text)`: it saves the one
+    full-size count."""
     _validate(strategy, max_tokens)
     if not 0.0 <= head_share <= 1.0:
         raise ValueError(f"head_share must be between 0 and 1, got {head_share!r}")
-    before = count(text)
+    before = count(text) if tokens is None else tokens
     if before <= max_tokens:
         return Compacted(text, before, before, strategy, changed=False)
     used = strategy
@@ -144,11 +148,25 @@ def _validate(strategy: str, max_tokens: int) -> None:
 # --- searching -------------------------------------------------------------------------------
 
 
-def _largest(measure: Callable[[int], int], limit: int, hi: int, zero: int) -> tuple[int, int]:
+def _largest(measure: Callable[[int], int], limit: int, hi: int, zero: int, guess: int = 0) -> tuple[int, int]:
     """The largest k in [0, hi] with measure(k) <= limit, and its measure, given measure(0) = zero
-    (which fits). Gallops 1, 3, 7, 15, … then bisects: O(log k) calls, none far beyond the answer.
-    Assumes measure grows with k; whatever it does, the k returned was measured and fits."""
-    lo, lo_tokens, step = 0, zero, 1
+    (which fits). Assumes measure grows with k; whatever it does, the k returned was measured and
+    fits.
+
+    With a `guess` of the answer, probes it first and gallops down from it (guess, guess-1,
+    guess-3, guess-7, …) until something fits; then, as without a guess, gallops up (1, 3, 7, 15,
+    … past the last fit) and bisects. A good guess costs two or three calls; a bad one O(log k).
+    """
+    lo, lo_tokens = 0, zero
+    start, back = min(guess, hi), 0
+    while start - back > lo:
+        k = start - back
+        tokens = measure(k)
+        if tokens <= limit:
+            lo, lo_tokens = k, tokens
+            break
+        hi, back = k - 1, back * 2 + 1
+    step = 1
     while lo < hi:
         k = min(lo + step, hi)
         tokens = measure(k)
@@ -215,7 +233,7 @@ def _cut(text: str, before: int, max_tokens: int, count: Counter, *, head_share:
     # a counter for which it does gets the overshoot taken off the budget and another try.
     for _ in range(3):
         plan = _plan(text, bounds, template, template_tokens, max_tokens - overflow, count,
-                     head_share=head_share, head=head, tail=tail)
+                     head_share=head_share, head=head, tail=tail, rate=before / max(1, len(text)))
         if plan is None:
             break
         head_end, tail_start, kept_tokens = plan
@@ -230,9 +248,12 @@ def _cut(text: str, before: int, max_tokens: int, count: Counter, *, head_share:
 
 
 def _plan(text: str, bounds: list[int], template: str, template_tokens: int, budget: int, count: Counter, *,
-          head_share: float, head: bool, tail: bool) -> tuple[int, int, int] | None:
+          head_share: float, head: bool, tail: bool, rate: float) -> tuple[int, int, int] | None:
     """(head_end, tail_start, tokens of the text assembled with `template`) or None when the
-    marker alone does not fit. Something is always left out: head_end < tail_start."""
+    marker alone does not fit. Something is always left out: head_end < tail_start.
+
+    Each line search starts from a guess, the line where the text's average of `rate` tokens
+    per character would reach the limit: only the candidates next to it get counted."""
     size = len(text)
     lines = len(bounds) - 1
     if template_tokens > budget or lines == 0:
@@ -245,7 +266,8 @@ def _plan(text: str, bounds: list[int], template: str, template_tokens: int, bud
         def head_lines(k: int) -> int:
             return count(_assemble(text, bounds[k], size, template))
 
-        whole, kept_tokens = _largest(head_lines, head_limit, lines - 1, template_tokens)
+        guess = bisect_right(bounds, (head_limit - template_tokens) / rate) - 1 if rate else 0
+        whole, kept_tokens = _largest(head_lines, head_limit, lines - 1, template_tokens, guess)
         head_end = bounds[whole]
         if whole == 0:  # not even the first line fits: cut it by characters
 
@@ -260,7 +282,8 @@ def _plan(text: str, bounds: list[int], template: str, template_tokens: int, bud
         def tail_lines(k: int) -> int:
             return count(_assemble(text, head_end, bounds[lines - k], template))
 
-        whole, kept_tokens = _largest(tail_lines, budget, lines - kept_lines - 1, kept_tokens)
+        guess = lines - bisect_left(bounds, size - (budget - kept_tokens) / rate) if rate else 0
+        whole, kept_tokens = _largest(tail_lines, budget, lines - kept_lines - 1, kept_tokens, guess)
         tail_start = bounds[lines - whole]
         if whole == 0:  # not even the last line fits: cut it by characters
 

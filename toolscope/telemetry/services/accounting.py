@@ -8,22 +8,31 @@ processing a batch twice changes nothing. Texts are tokenised once, when their r
 
 from __future__ import annotations
 
+import uuid
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.db import IntegrityError, OperationalError
+from django.utils import timezone
 from toolscope_agent.engine.compaction import compact, rule_for, rules_from_policy
 from toolscope_agent.engine.duplicates import placeholder_text
 
 from toolscope.policies.models import ToolVersion
 from toolscope.policies.services.documents import policy_outputs_for_processing
 from toolscope.telemetry.models import AdvertisedSet, Artifact, Project, Session, ToolCall, Turn
-from toolscope.telemetry.services.bulk import rows_update
+from toolscope.telemetry.services.bulk import rows_insert, rows_update
 from toolscope.telemetry.services.rollups import dirty_hours_mark
 from toolscope.tokenizer import count_many, counter
 
 NEAR_WINDOW_SHARE = 0.8
+
+
+class BatchConflictError(OperationalError):
+    """Calls of this batch were stored by a concurrent worker meanwhile: worth a retry (an
+    OperationalError, so tasks retry it as they retry the database blinking)."""
+
 CALL_FIELDS = (
     "id", "session_id", "client_id", "call_id", "tool_name", "turn_index", "started_at", "status", "output_hash",
     "output_tokens", "duplicate_of_id", "duplicate_tokens", "placeholder", "placeholder_tokens", "artifact_id",
@@ -36,10 +45,26 @@ TURN_FIELDS = (
 )
 
 
+# Accounting columns of a call not stored yet, before linking sets what applies.
+NEW_CALL_ACCOUNTING = {"duplicate_of_id": None, "duplicate_tokens": 0, "placeholder": "", "placeholder_tokens": None,
+                       "artifact_id": None}
+
+
 @dataclass
 class CallState:
     row: dict[str, Any]
     changes: dict[str, Any] = field(default_factory=dict)
+    # The whole row of a call this batch brings (None for a stored one): inserted with `changes`.
+    new: dict[str, Any] | None = None
+
+    @classmethod
+    def fresh(cls, row: dict[str, Any]) -> CallState:
+        new = {**row, **NEW_CALL_ACCOUNTING}
+        return cls({name: new.get(name) for name in CALL_FIELDS}, new=new)
+
+    @property
+    def sort_key(self) -> tuple[Any, ...]:
+        return self.row["session_id"], self.row["turn_index"], self.row["started_at"], self.row["id"]
 
     def get(self, name: str) -> Any:
         return self.changes.get(name, self.row[name])
@@ -49,16 +74,20 @@ class CallState:
             self.changes[name] = value
 
 
-def sessions_account(*, project: Project, session_ids: Iterable[int]) -> None:
+def sessions_account(
+    *, project: Project, session_ids: Iterable[int], new_calls: Sequence[dict[str, Any]] = ()
+) -> None:
+    """Account the sessions: their stored calls and `new_calls` (rows of ToolCall fields not
+    stored yet, ids drawn, which are inserted here already linked, so a batch's calls are written
+    once instead of inserted and then updated)."""
     session_ids = sorted(set(session_ids))
     if not session_ids:
         return
     outputs = policy_outputs_for_processing(project=project)
     suppress = bool(outputs.get("duplicates", {}).get("suppress", True))
-    calls = [
-        CallState(row) for row in ToolCall.objects.filter(session_id__in=session_ids)
-        .order_by("session_id", "turn_index", "started_at", "id").values(*CALL_FIELDS)
-    ]
+    stored = ToolCall.objects.filter(session_id__in=session_ids).values(*CALL_FIELDS)
+    calls = sorted([CallState(row) for row in stored] + [CallState.fresh(row) for row in new_calls],
+                   key=lambda call: call.sort_key)
     _duplicates_link(calls, project)
     _compaction_apply(calls, project, rules_from_policy(outputs), skip_duplicates=suppress)
     _calls_save(calls)
@@ -115,29 +144,42 @@ def _compaction_apply(calls: list[CallState], project: Project, rules: list[Any]
     if not wanted:
         return
     count = counter(project.encoding)
-    outputs = dict(ToolCall.objects.filter(pk__in=wanted).values_list("pk", "output"))
+    outputs = {call.row["id"]: call.new["output"] for call in calls if call.new and call.row["id"] in wanted}
+    outputs.update(ToolCall.objects.filter(pk__in=wanted.keys() - outputs.keys()).values_list("pk", "output"))
+    now = timezone.now()
     artifacts = {}
-    for call_id, rule in wanted.items():
-        result = compact(outputs[call_id], strategy=rule.strategy, max_tokens=rule.max_tokens, count=count)
-        artifacts[call_id] = Artifact(
-            project=project, original=outputs[call_id], compacted=result.text, tokens_before=result.tokens_before,
-            tokens_after=result.tokens_after, strategy=result.strategy,
-        )
-    Artifact.objects.bulk_create(artifacts.values())
     for call in calls:
-        artifact = artifacts.get(call.row["id"])
-        if artifact is not None:
-            call.set("artifact_id", artifact.pk)
-            call.set("output", artifact.compacted)
-            call.row["artifact__tokens_after"] = artifact.tokens_after
+        rule = wanted.get(call.row["id"])
+        if rule is None:
+            continue
+        original = outputs[call.row["id"]]
+        # The output's count is known: compaction only counts candidates.
+        result = compact(original, strategy=rule.strategy, max_tokens=rule.max_tokens, count=count,
+                         tokens=call.row["output_tokens"])
+        artifacts[call.row["id"]] = {
+            "id": uuid.uuid4(), "project_id": project.pk, "original": original, "compacted": result.text,
+            "tokens_before": result.tokens_before, "tokens_after": result.tokens_after, "strategy": result.strategy,
+            "created_at": now,
+        }
+        call.set("artifact_id", artifacts[call.row["id"]]["id"])
+        call.set("output", result.text)
+        call.row["artifact__tokens_after"] = result.tokens_after
+    rows_insert(Artifact, list(artifacts.values()))
 
 
 def _calls_save(calls: list[CallState]) -> None:
-    """bulk_update writes every listed field of every row, so rows are grouped by which fields
-    changed: a row never gets a column it did not change (outputs are not even loaded)."""
+    """New calls are inserted whole. For stored ones an update writes every listed field of every
+    row, so rows are grouped by which fields changed: a row never gets a column it did not change
+    (outputs are not even loaded)."""
+    try:
+        rows_insert(ToolCall, [{**call.new, **call.changes} for call in calls if call.new is not None])
+    except IntegrityError as exc:
+        # Another worker stored some of these calls (the same events in two batches) since they
+        # were looked up; its transaction has committed by now, so a retry skips them.
+        raise BatchConflictError(str(exc)) from exc
     groups: dict[tuple[str, ...], list[ToolCall]] = defaultdict(list)
     for call in calls:
-        if call.changes:
+        if call.new is None and call.changes:
             names = tuple(sorted(call.changes))
             groups[names].append(ToolCall(pk=call.row["id"], **call.changes))
     for names, rows in groups.items():

@@ -24,6 +24,7 @@ from toolscope.policies.services.catalog import catalog_upsert
 from toolscope.telemetry.models import BatchStatus, IngestBatch, Project, Session, ToolCall, Turn
 from toolscope.telemetry.services.accounting import sessions_account
 from toolscope.telemetry.services.advertised import advertised_sets_resolve
+from toolscope.telemetry.services.bulk import ids_allocate
 from toolscope.tokenizer import count_many
 
 logger = logging.getLogger(__name__)
@@ -82,8 +83,9 @@ def events_apply(*, project: Project, events: list[dict[str, Any]]) -> None:
         catalog_upsert(project=project, definitions=definitions)
     sessions = _sessions_upsert(project, events, by_type["session"])
     _turns_create(project, sessions, by_type["turn"])
-    _tool_calls_create(project, sessions, by_type["tool_call"])
-    sessions_account(project=project, session_ids=[session.pk for session in sessions.values()])
+    new_calls = _tool_calls_new(project, sessions, by_type["tool_call"])
+    sessions_account(project=project, session_ids=[session.pk for session in sessions.values()],
+                     new_calls=new_calls)
 
 
 def _sessions_upsert(
@@ -196,9 +198,22 @@ def _turn_tokens(project: Project, events: list[dict[str, Any]]) -> tuple[list[i
     return system, counts[len(events):]
 
 
-def _tool_calls_create(project: Project, sessions: dict[str, Session], events: list[dict[str, Any]]) -> None:
+def _tool_calls_new(
+    project: Project, sessions: dict[str, Session], events: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """The rows of the batch's tool calls not stored yet (an event sent twice is stored once), with
+    their ids drawn already and their tokens counted; accounting links and inserts them."""
     if not events:
-        return
+        return []
+    stored = set(ToolCall.objects.filter(project=project, client_id__in=[e["id"] for e in events])
+                 .values_list("client_id", flat=True))
+    fresh: dict[str, dict[str, Any]] = {}
+    for event in events:
+        if event["id"] not in stored:
+            fresh.setdefault(event["id"], event)
+    events = list(fresh.values())
+    if not events:
+        return []
     wanted = {(sessions[e["session_id"]].pk, e["turn_index"]) for e in events}
     turn_ids = {
         (session_id, index): pk
@@ -209,28 +224,21 @@ def _tool_calls_create(project: Project, sessions: dict[str, Session], events: l
     outputs = [event.get("output", "") for event in events]
     arguments = [canonical_json(event["arguments"]) if event.get("arguments") else "" for event in events]
     counts = count_many(outputs + arguments, project.encoding)
-    calls = [
-        ToolCall(
-            project=project,
-            session=sessions[event["session_id"]],
-            turn_id=turn_ids.get((sessions[event["session_id"]].pk, event["turn_index"])),
-            turn_index=event["turn_index"],
-            client_id=event["id"],
-            call_id=event.get("call_id", ""),
-            tool_name=event["tool_name"],
-            arguments=event.get("arguments", {}),
-            output=event.get("output", ""),
-            status=event.get("status", "ok"),
-            error=event.get("error", ""),
-            duration_ms=event.get("duration_ms"),
-            retries=event.get("retries", 0),
-            approval=event.get("approval", "not_required"),
-            started_at=_when(event["timestamp"]),
+    ids = ids_allocate(ToolCall, len(events))
+    now = timezone.now()
+    rows = []
+    for i, event in enumerate(events):
+        session_id = sessions[event["session_id"]].pk
+        rows.append({
+            "id": ids[i], "project_id": project.pk, "session_id": session_id,
+            "turn_id": turn_ids.get((session_id, event["turn_index"])), "turn_index": event["turn_index"],
+            "client_id": event["id"], "call_id": event.get("call_id", ""), "tool_name": event["tool_name"],
+            "arguments": event.get("arguments", {}), "output": outputs[i], "status": event.get("status", "ok"),
+            "error": event.get("error", ""), "duration_ms": event.get("duration_ms"),
+            "retries": event.get("retries", 0), "approval": event.get("approval", "not_required"),
+            "started_at": _when(event["timestamp"]),
             # Whitespace-only outputs carry nothing to repeat: never duplicates.
-            output_hash=output_fingerprint(outputs[i]) if normalize_output(outputs[i]) else "",
-            output_tokens=counts[i],
-            argument_tokens=counts[len(events) + i],
-        )
-        for i, event in enumerate(events)
-    ]
-    ToolCall.objects.bulk_create(calls, ignore_conflicts=True)
+            "output_hash": output_fingerprint(outputs[i]) if normalize_output(outputs[i]) else "",
+            "output_tokens": counts[i], "argument_tokens": counts[len(events) + i], "created_at": now,
+        })
+    return rows

@@ -7,11 +7,11 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_ROOT_USER_ACTION=ignore \
-    PORT=8000
+    PORT=8000 \
+    GRANIAN_HOST=0.0.0.0
 
 # The processes run as this user. It owns nothing under /app: the code and the collected static
-# files are read-only to it; its home (gunicorn's control socket) and /tmp (beat's schedule) are
-# the only places it writes.
+# files are read-only to it; its home and /tmp (beat's schedule) are the only places it writes.
 RUN groupadd --system --gid 10001 toolscope \
  && useradd --system --uid 10001 --gid toolscope --create-home --home-dir /home/toolscope \
     --shell /usr/sbin/nologin toolscope
@@ -40,6 +40,6 @@ USER toolscope:toolscope
 
 EXPOSE 8000
 
-# gunicorn reads PORT (binds 0.0.0.0:$PORT) and WEB_CONCURRENCY (worker count) from the
-# environment; GUNICORN_CMD_ARGS may add any other option.
-CMD ["gunicorn", "toolscope.wsgi", "--access-logfile", "-", "--worker-tmp-dir", "/dev/shm"]
+# granian serves on $GRANIAN_HOST:$PORT with $WEB_CONCURRENCY worker processes (2 unless set);
+# GRANIAN_* variables may set any other option (docker-compose.yml explains the choice).
+CMD ["sh", "-c", "exec granian --interface wsgi --port \"$PORT\" --workers \"${WEB_CONCURRENCY:-2}\" --blocking-threads 1 --respawn-failed-workers toolscope.wsgi:application"]

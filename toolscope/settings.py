@@ -116,7 +116,8 @@ if _cache_url is None or _cache_url.startswith("locmem"):
 else:
     CACHES = {
         "default": {
-            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            # Django's RedisCache, reusing its Redis client (toolscope/cache.py).
+            "BACKEND": "toolscope.cache.PooledRedisCache",
             "LOCATION": _cache_url,
             "KEY_PREFIX": "toolscope",
         }

@@ -4,3 +4,9 @@ from django.core.wsgi import get_wsgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "toolscope.settings")
 application = get_wsgi_application()
+
+# After setup: the layer reads settings and the cache. It answers agents' warm policy polls
+# (304) itself and passes everything else to Django (api/fastpath.py).
+from api.fastpath import policy_revalidation  # noqa: E402
+
+application = policy_revalidation(application)

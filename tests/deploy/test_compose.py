@@ -5,10 +5,11 @@ anchor resolved, `${...}` filled with test values), points the service hostnames
 PostgreSQL and Redis, and starts the three commands as they are. A fresh database and spare Redis
 databases keep it apart from everything else; it manages them itself (no pytest-django database).
 
-It proves: gunicorn comes up on the port that PORT / GUNICORN_CMD_ARGS give it after migrating a
-fresh database, /readyz reports the database and the broker, a task sent through the broker
-comes back from the worker with the database it reached, beat's heartbeat reaches the worker
-and the shared cache (/readyz reports it), and the web and worker healthchecks pass.
+It proves: the web server (granian) comes up on the port that PORT gives it (on loopback:
+GRANIAN_HOST) after migrating a fresh database, /readyz reports the database and the broker, a
+task sent through the broker comes back from the worker with the database it reached, beat's
+heartbeat reaches the worker and the shared cache (/readyz reports it), and the web and worker
+healthchecks pass.
 """
 
 from __future__ import annotations
@@ -256,7 +257,7 @@ def stack(tmp_path: Path) -> Iterator[Stack]:
     }
     overrides = {
         "PORT": str(port),
-        "GUNICORN_CMD_ARGS": f"--bind 127.0.0.1:{port}",
+        "GRANIAN_HOST": "127.0.0.1",
         "WEB_CONCURRENCY": "2",
         "WORKER_HEARTBEAT_SECONDS": "1",
     }
@@ -280,7 +281,7 @@ def stack(tmp_path: Path) -> Iterator[Stack]:
 def test_compose_stack_serves_queues_and_beats(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> None:
     started = time.monotonic()
 
-    # web: migrate on a fresh database, then gunicorn on the port from the environment.
+    # web: migrate on a fresh database, then the web server on the port from the environment.
     ready = stack.poll_readyz(lambda status, _: status == 200, START_TIMEOUT, "web did not become ready")
     checks = ready["checks"]
     assert ready["status"] == "ready"

@@ -55,12 +55,17 @@ def test_dockerfile_installs_the_sdk_with_the_requirements():
     assert "sdk/ ./sdk/" in copied_before or "sdk ./sdk" in copied_before
 
 
-def test_dockerfile_default_command_is_gunicorn_without_a_port():
+def test_dockerfile_default_command_is_granian_on_the_port_from_the_environment():
     cmd = [arguments for keyword, arguments in recipe.dockerfile_instructions() if keyword == "CMD"][-1]
     argv = json.loads(cmd)
-    assert argv[:2] == ["gunicorn", "toolscope.wsgi"]
-    assert not {"-b", "--bind"} & set(argv)
-    assert recipe.dockerfile_env()["PORT"] == "8000"
+    assert argv[:2] == ["sh", "-c"]
+    script = argv[2]
+    assert script.startswith("exec granian --interface wsgi ")
+    assert script.endswith(" toolscope.wsgi:application")
+    assert '--port "$PORT"' in script
+    assert ":8000" not in script and "--host" not in script
+    env = recipe.dockerfile_env()
+    assert (env["PORT"], env["GRANIAN_HOST"]) == ("8000", "0.0.0.0")  # noqa: S104 - inside the container
 
 
 def test_build_context_leaves_out_local_state_and_secrets():
@@ -184,15 +189,19 @@ def test_toolscope_services_start_after_healthy_dependencies(compose):
     assert services["beat"]["depends_on"]["redis"]["condition"] == "service_healthy"
 
 
-def test_web_migrates_then_serves_with_gunicorns_own_port_and_concurrency(compose):
+def test_web_migrates_then_serves_on_the_port_and_concurrency_from_the_environment(compose):
     web = compose["services"]["web"]
     script = " ".join(recipe.as_argv(web["command"]))
-    assert script.index("migrate") < script.index("gunicorn toolscope.wsgi")
-    for flag in (" -b ", "--bind", ":8000", " -w ", "--workers"):
-        assert flag not in f" {script} ", flag
+    assert script.index("migrate") < script.index("exec granian --interface wsgi")
+    assert script.endswith(" toolscope.wsgi:application")
+    assert '--port "$PORT"' in script
+    assert '--workers "$WEB_CONCURRENCY"' in script
+    assert "--respawn-failed-workers" in script  # a worker that dies is started again
+    assert ":8000" not in script and "--host" not in script
     env = recipe.service_environment(web)
     assert env["PORT"] == "8000"
     assert int(env["WEB_CONCURRENCY"]) >= 1
+    assert env["GRANIAN_LOG_ACCESS_ENABLED"] in ("true", "false")
     assert "/readyz" in " ".join(recipe.as_argv(web["healthcheck"]["test"]))
     assert any(str(port).endswith(":8000") for port in web["ports"])
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
+import threading
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -76,6 +77,7 @@ class PolicyRevalidation:
         # raw key's cache entry name -> (key pk, project id) from its last cached verification:
         # names the project's entries before this request's own read confirms them.
         self.memo: dict[str, tuple[int, int]] = {}
+        self.local = threading.local()
         proxy_header = settings.SECURE_PROXY_SSL_HEADER
         self.host_fields = HOST_AND_SCHEME + ((proxy_header[0],) if proxy_header else ())
         # Those entries' values -> what Django decided (_ask_django); settings are fixed while serving.
@@ -110,7 +112,9 @@ class PolicyRevalidation:
         return [("ETag", etag), *self.headers[secure]]
 
     def _current_etag(self, environ: dict[str, Any], entry_key: str, label: str) -> str | None:
-        store = caches["default"]  # one per thread, as Django keeps them
+        store = getattr(self.local, "store", None)
+        if store is None:  # Django keeps a cache instance per thread; reading its registry costs µs
+            store = self.local.store = caches["default"]
         memo = self.memo.get(entry_key)
         if memo is None:  # the key's first poll in this process: one more round trip, once
             found, _ = store.get_many_and_count([entry_key], counter=None, timeout=0)

@@ -206,3 +206,37 @@ def cpu_delta(before: dict[str, dict[int, float]], after: dict[str, dict[int, fl
     """CPU seconds each group used between two snapshots (processes gone by `after` are not counted)."""
     return {name: sum(cpu - before.get(name, {}).get(pid, 0.0) for pid, cpu in pids.items())
             for name, pids in after.items()}
+
+
+@contextmanager
+def compose_web(env: dict[str, str], *, log: Path | None = None):
+    """The web service's command and environment from docker-compose.yml, as a local process on a
+    free loopback port (what tests/deploy/test_compose.py runs); `env` supplies the database,
+    broker, cache and anything else to override. Yields (base URL, process group id)."""
+    sys.path.insert(0, str(REPO))
+    from tests.deploy import recipe
+
+    compose = recipe.load_compose({"SECRET_KEY": env.get("SECRET_KEY", uuid.uuid4().hex * 2),
+                                   "POSTGRES_PASSWORD": "unused", **env})
+    web = compose["services"]["web"]
+    # Values that name compose's own services (postgres, redis) come from `env` instead.
+    service_env = {name: value for name, value in recipe.service_environment(web).items()
+                   if "@postgres" not in value and "//redis" not in value}
+    port = free_port()
+    full_env = {**recipe.dockerfile_env(), **service_env, **env, "PORT": str(port), "GRANIAN_HOST": "127.0.0.1"}
+    out = open(log or os.devnull, "w")  # noqa: SIM115 - closed in finally
+    process = subprocess.Popen(recipe.as_argv(web["command"]), cwd=REPO, env=full_env, stdout=out,
+                               stderr=subprocess.STDOUT, start_new_session=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                httpx.get(f"{base}/healthz", timeout=1)
+                break
+            except httpx.TransportError:
+                time.sleep(0.2)
+        yield base, process.pid
+    finally:
+        _stop(process)
+        out.close()

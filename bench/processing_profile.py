@@ -29,6 +29,8 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=12)
     parser.add_argument("--calls", type=int, default=500)
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--sql", action="append", default=[], help="SQL run on the scratch database first "
+                        "(experiments: ALTER TABLE ... SET COMPRESSION lz4, ALTER DATABASE ... SET ...)")
     args = parser.parse_args()
 
     with scratch_database() as database_url:
@@ -42,11 +44,18 @@ def main() -> None:
         from django.core.management import call_command
 
         call_command("migrate", verbosity=0)
+        from django.db import connection
+
+        with connection.cursor() as cursor:
+            for statement in args.sql:
+                cursor.execute(statement.replace("{database}", connection.settings_dict["NAME"]))
+        connection.close()  # database-level settings apply to new sessions
         batch_ids = _store(args)
         from toolscope.telemetry.services.processing import batch_process
         from toolscope.tokenizer import counter
 
-        counter("o200k_base")  # a worker loads its tokenizer once; not part of a batch
+        count = counter("o200k_base")  # a worker loads its tokenizer once; not part of a batch
+        reference = _reference_speed(count)
         batch_process(batch_id=batch_ids.pop(0))  # warm-up: first-use costs
         profiler = cProfile.Profile() if args.profile else None
         walls, cpus = [], []
@@ -61,7 +70,8 @@ def main() -> None:
             cpus.append(time.process_time() - cpu)
     print(f"command: .venv/bin/python bench/processing_profile.py --batches {args.batches} --calls {args.calls}"
           f"{' --profile' if args.profile else ''}")
-    print(f"load average before/after: {os.getloadavg()[0]:.2f}")
+    print(f"load average after: {os.getloadavg()[0]:.2f}; machine speed at the start: the tokenizer counted "
+          f"{reference:.1f} MB/s (it varies by 2x on this machine: compare runs at similar speeds)")
     print(f"{len(walls)} batches of {args.calls} tool calls, per batch: wall p50 {percentile(walls, 0.5) * 1000:.0f} ms"
           f" (min {min(walls) * 1000:.0f}), CPU p50 {percentile(cpus, 0.5) * 1000:.0f} ms (min {min(cpus) * 1000:.0f})")
     print(f"tool calls per second of wall time: {args.calls * len(walls) / sum(walls):,.0f}; "
@@ -74,6 +84,16 @@ def main() -> None:
         stats.print_callees(r"processing.py.*(events_apply|_turns_create|_tool_calls_new|_sessions_upsert)"
                             r"|accounting.py.*sessions_account")
         print(out.getvalue())
+
+
+def _reference_speed(count) -> float:
+    """MB/s of the tokenizer on a fixed text: how fast this machine is right now."""
+    text = "".join(f"{i:06d} DEBUG worker heartbeat ok, queue depth {i % 17} path=src/app_{i % 7}.py\n"
+                   for i in range(15_000))
+    start = time.process_time()
+    for _ in range(3):
+        count(text)
+    return 3 * len(text) / 1e6 / (time.process_time() - start)
 
 
 def _store(args: argparse.Namespace) -> list[int]:

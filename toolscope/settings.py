@@ -68,6 +68,14 @@ CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# Celery's Django fixup closes the database connection around every task unless told to reuse
+# it; toolscope/celery.py closes it only when broken or older than CONN_MAX_AGE instead, as
+# Django does around a request.
+CELERY_DB_REUSE_MAX = 1_000_000_000
+# Workers commit without waiting for the WAL flush (PostgreSQL only). Everything a worker writes
+# is derived from batches the API committed durably: a commit lost in a database crash leaves
+# its batch pending or processing, and the sweeper processes it again. Set to true to wait.
+WORKER_SYNCHRONOUS_COMMIT = env_bool("WORKER_SYNCHRONOUS_COMMIT", False)
 CELERY_TASK_SOFT_TIME_LIMIT = env_int("CELERY_TASK_SOFT_TIME_LIMIT", 120, minimum=1)
 CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", 150, minimum=1)
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True

@@ -227,9 +227,17 @@ def count_tokens(text: str, encoding: str) -> int:
 
 
 def count_many(texts: Sequence[str], encoding: str) -> list[int]:
-    """count_tokens of each text, in order."""
+    """count_tokens of each text, in order. A text repeated in `texts` (a duplicate output, the
+    same arguments) is counted once."""
     count = counter(encoding)
-    return [count(text) for text in texts]
+    counted: dict[str, int] = {}
+    result = []
+    for text in texts:
+        tokens = counted.get(text)
+        if tokens is None:
+            tokens = counted[text] = count(text)
+        result.append(tokens)
+    return result
 
 
 _schema_cache: OrderedDict[tuple[str, str, str], int] = OrderedDict()

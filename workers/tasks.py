@@ -21,10 +21,16 @@ logger = logging.getLogger(__name__)
 
 @shared_task(name="workers.ping", ignore_result=False)
 def ping() -> dict[str, str]:
-    """Round-trip check: proves a worker took the message and reached the database."""
+    """Round-trip check: proves a worker took the message and reached the database; says how
+    the worker's database session commits (PostgreSQL)."""
+    reply = {"pong": socket.gethostname(), "database": connection.vendor}
     with connection.cursor() as cursor:
-        cursor.execute("SELECT 1")
-    return {"pong": socket.gethostname(), "database": connection.vendor}
+        if connection.vendor == "postgresql":
+            cursor.execute("SHOW synchronous_commit")
+            reply["synchronous_commit"] = cursor.fetchone()[0]
+        else:
+            cursor.execute("SELECT 1")
+    return reply
 
 
 @shared_task(name="workers.heartbeat", ignore_result=True)

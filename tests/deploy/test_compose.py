@@ -316,6 +316,9 @@ def test_compose_stack_serves_queues_and_beats(stack: Stack, monkeypatch: pytest
         client.close()
     assert reply["pong"]
     assert reply["database"] == "postgresql"
+    # Worker sessions commit asynchronously (settings.WORKER_SYNCHRONOUS_COMMIT); the sweeper
+    # covers a commit lost in a database crash.
+    assert reply["synchronous_commit"] == "off"
 
     # beat -> broker -> worker -> shared cache, as /readyz reports it.
     ready = stack.poll_readyz(

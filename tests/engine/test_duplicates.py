@@ -28,6 +28,12 @@ def test_normalize_trims_trailing_whitespace_of_every_line_and_of_the_end(text, 
     assert normalize_output(text) == expected
 
 
+@given(st.text(alphabet=st.sampled_from("ab \t\n\r\u00a0\u2028\x1c\x85\u3000é"), max_size=60) | st.text(max_size=60))
+def test_normalize_equals_its_definition_on_any_text(text):
+    # The fast path (no line ends in whitespace) must agree with trimming every line.
+    assert normalize_output(text) == "\n".join(line.rstrip() for line in text.split("\n")).rstrip()
+
+
 def test_the_fingerprint_is_the_sha256_of_the_normalized_text():
     assert output_fingerprint("héllo  \n") == hashlib.sha256("héllo".encode()).hexdigest()
     assert output_fingerprint("a\r\nb") == output_fingerprint("a \nb\n\n")

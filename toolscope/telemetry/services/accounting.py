@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import IntegrityError, OperationalError
+from django.db.models import OuterRef, Subquery
 from django.utils import timezone
 from toolscope_agent.engine.compaction import compact, rule_for, rules_from_policy
 from toolscope_agent.engine.duplicates import placeholder_text
@@ -75,11 +76,12 @@ class CallState:
 
 
 def sessions_account(
-    *, project: Project, session_ids: Iterable[int], new_calls: Sequence[dict[str, Any]] = ()
+    *, project: Project, session_ids: Iterable[int], new_turns: Sequence[dict[str, Any]] = (),
+    new_calls: Sequence[dict[str, Any]] = (),
 ) -> None:
-    """Account the sessions: their stored calls and `new_calls` (rows of ToolCall fields not
-    stored yet, ids drawn, which are inserted here already linked, so a batch's calls are written
-    once instead of inserted and then updated)."""
+    """Account the sessions: their stored turns and calls, and `new_turns` and `new_calls` (rows
+    of Turn and ToolCall fields not stored yet, ids drawn), which are inserted here with their
+    budgets and links, so a batch's rows are written once instead of inserted and then updated."""
     session_ids = sorted(set(session_ids))
     if not session_ids:
         return
@@ -91,9 +93,16 @@ def sessions_account(
     _duplicates_link(calls, project)
     _compaction_apply(calls, project, rules_from_policy(outputs), skip_duplicates=suppress)
     _calls_save(calls)
-    turns = list(Turn.objects.filter(session_id__in=session_ids).order_by("session_id", "index").values(*TURN_FIELDS))
+    fresh_turns = {row["id"]: {**row} for row in new_turns}
+    turns = sorted(
+        [*Turn.objects.filter(session_id__in=session_ids).values(*TURN_FIELDS),
+         *({name: row.get(name) for name in TURN_FIELDS} for row in fresh_turns.values())],
+        key=lambda turn: (turn["session_id"], turn["index"]),
+    )
     _advertised_sets_price(project, {t["advertised_set_id"] for t in turns if t["advertised_set_id"]})
-    budgets = _budgets_save(project, turns, calls, suppress=suppress)
+    budgets = _budgets_save(project, turns, calls, fresh_turns, suppress=suppress)
+    if fresh_turns:
+        _calls_link_turns(session_ids)
     _sessions_summarize(session_ids, calls, budgets)
     # A session's own hour counts it, even when its turns fall in later hours.
     starts = Session.objects.filter(pk__in=session_ids).values_list("started_at", flat=True)
@@ -167,16 +176,20 @@ def _compaction_apply(calls: list[CallState], project: Project, rules: list[Any]
     rows_insert(Artifact, list(artifacts.values()))
 
 
+def _insert_new(model: type[Turn | ToolCall], rows: list[dict[str, Any]]) -> None:
+    try:
+        rows_insert(model, rows)
+    except IntegrityError as exc:
+        # Another worker stored some of these rows (the same events in two batches) since they
+        # were looked up; its transaction has committed by now, so a retry skips them.
+        raise BatchConflictError(str(exc)) from exc
+
+
 def _calls_save(calls: list[CallState]) -> None:
     """New calls are inserted whole. For stored ones an update writes every listed field of every
     row, so rows are grouped by which fields changed: a row never gets a column it did not change
     (outputs are not even loaded)."""
-    try:
-        rows_insert(ToolCall, [{**call.new, **call.changes} for call in calls if call.new is not None])
-    except IntegrityError as exc:
-        # Another worker stored some of these calls (the same events in two batches) since they
-        # were looked up; its transaction has committed by now, so a retry skips them.
-        raise BatchConflictError(str(exc)) from exc
+    _insert_new(ToolCall, [{**call.new, **call.changes} for call in calls if call.new is not None])
     groups: dict[tuple[str, ...], list[ToolCall]] = defaultdict(list)
     for call in calls:
         if call.new is None and call.changes:
@@ -215,9 +228,11 @@ def _effective_tokens(call: CallState, *, suppress: bool) -> int:
 
 
 def _budgets_save(
-    project: Project, turns: list[dict[str, Any]], calls: list[CallState], *, suppress: bool
+    project: Project, turns: list[dict[str, Any]], calls: list[CallState], fresh: dict[int, dict[str, Any]], *,
+    suppress: bool,
 ) -> dict[int, list[dict[str, Any]]]:
-    """Each turn's budget, saved where it changed; returned per session for the summaries."""
+    """Each turn's budget: new turns (`fresh`, by id) are inserted with theirs, stored ones updated
+    where it changed. Returned per session for the summaries."""
     set_tokens = dict(AdvertisedSet.objects.filter(
         pk__in={t["advertised_set_id"] for t in turns if t["advertised_set_id"]}
     ).values_list("pk", "schema_tokens"))
@@ -238,10 +253,22 @@ def _budgets_save(
         budget = _budget(turn, project, schema=set_tokens.get(turn["advertised_set_id"]) or 0,
                          messages=messages, outputs=carried)
         by_session[session].append(budget)
-        if any(turn[name] != value for name, value in budget.items()):
+        if turn["id"] in fresh:
+            fresh[turn["id"]].update(budget)
+        elif any(turn[name] != value for name, value in budget.items()):
             changed.append(Turn(pk=turn["id"], **budget))
+    _insert_new(Turn, list(fresh.values()))
     rows_update(Turn, BUDGET_FIELDS, changed)
     return by_session
+
+
+def _calls_link_turns(session_ids: list[int]) -> None:
+    """Calls stored before their turn arrived get linked to it."""
+    ToolCall.objects.filter(session_id__in=session_ids, turn__isnull=True).update(
+        turn_id=Subquery(
+            Turn.objects.filter(session_id=OuterRef("session_id"), index=OuterRef("turn_index")).values("pk")[:1]
+        )
+    )
 
 
 SUMMARY_FIELDS = ("turn_count", "tool_call_count", "error_count", "duplicate_tokens", "max_window_share",

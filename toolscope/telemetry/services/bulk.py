@@ -84,7 +84,9 @@ def rows_insert(model: type[models.Model], rows: Sequence[dict[str, Any]]) -> No
     # Values that psycopg adapts natively go as they are; the rest (JSON) through the field.
     prepare = [(i, field) for i, field in enumerate(fields) if isinstance(field, models.JSONField)]
     columns = ", ".join(f'"{field.column}"' for field in fields)
-    with connection.cursor() as cursor, cursor.cursor.copy(
+    # The driver's cursor does the COPY; wrap_database_errors turns its errors into Django's
+    # (IntegrityError and so on), as for any query.
+    with connection.cursor() as cursor, connection.wrap_database_errors, cursor.cursor.copy(
         f'COPY "{meta.db_table}" ({columns}) FROM STDIN'
     ) as copy:
         for row in rows:

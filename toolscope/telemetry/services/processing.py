@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from django.db import transaction
-from django.db.models import F, OuterRef, Subquery
+from django.db.models import F, Q
 from django.utils import timezone
 from toolscope_agent.engine.duplicates import normalize_output, output_fingerprint
 from toolscope_agent.engine.schemas import canonical_json, schema_hash
@@ -24,7 +24,7 @@ from toolscope.policies.services.catalog import catalog_upsert
 from toolscope.telemetry.models import BatchStatus, IngestBatch, Project, Session, ToolCall, Turn
 from toolscope.telemetry.services.accounting import sessions_account
 from toolscope.telemetry.services.advertised import advertised_sets_resolve
-from toolscope.telemetry.services.bulk import ids_allocate
+from toolscope.telemetry.services.bulk import ids_allocate, rows_update
 from toolscope.tokenizer import count_many
 
 logger = logging.getLogger(__name__)
@@ -82,10 +82,13 @@ def events_apply(*, project: Project, events: list[dict[str, Any]]) -> None:
     if definitions:
         catalog_upsert(project=project, definitions=definitions)
     sessions = _sessions_upsert(project, events, by_type["session"])
-    _turns_create(project, sessions, by_type["turn"])
-    new_calls = _tool_calls_new(project, sessions, by_type["tool_call"])
+    new_turns, turn_ids = _turns_new(project, sessions, by_type["turn"])
+    new_calls = _tool_calls_new(project, sessions, turn_ids, by_type["tool_call"])
     sessions_account(project=project, session_ids=[session.pk for session in sessions.values()],
-                     new_calls=new_calls)
+                     new_turns=new_turns, new_calls=new_calls)
+
+
+SESSION_FIELDS = ("agent_name", "model", "metadata", "started_at", "ended_at")
 
 
 def _sessions_upsert(
@@ -98,16 +101,13 @@ def _sessions_upsert(
             first_seen[session_id] = event["timestamp"]
     if not first_seen:
         return {}
-    Session.objects.bulk_create(
-        [Session(project=project, client_id=sid, started_at=_when(ts)) for sid, ts in first_seen.items()],
-        ignore_conflicts=True,
-    )
+    # New sessions are inserted with this batch's events applied, so only sessions stored before
+    # (or by a concurrent worker, whose row the insert skips) can need an update.
+    drafts = {sid: Session(project=project, client_id=sid, started_at=_when(ts)) for sid, ts in first_seen.items()}
+    _sessions_apply(drafts, session_events, first_seen)
+    Session.objects.bulk_create(drafts.values(), ignore_conflicts=True)
     sessions = {s.client_id: s for s in Session.objects.filter(project=project, client_id__in=first_seen)}
-    changed = _sessions_apply(sessions, session_events, first_seen)
-    if changed:
-        Session.objects.bulk_update(
-            changed, ["agent_name", "model", "metadata", "started_at", "ended_at"]
-        )
+    rows_update(Session, SESSION_FIELDS, _sessions_apply(sessions, session_events, first_seen))
     return sessions
 
 
@@ -117,7 +117,7 @@ def _sessions_apply(
     changed: dict[str, Session] = {}
     for event in session_events:
         session = sessions[event["session_id"]]
-        before = (session.agent_name, session.model, session.metadata, session.started_at, session.ended_at)
+        before = [getattr(session, name) for name in SESSION_FIELDS]
         if event["action"] == "end":
             session.ended_at = _when(event["timestamp"])
         else:
@@ -125,7 +125,7 @@ def _sessions_apply(
             session.model = event.get("model", session.model)
             session.metadata = event.get("metadata", session.metadata)
             session.started_at = min(session.started_at, _when(event["timestamp"]))
-        if before != (session.agent_name, session.model, session.metadata, session.started_at, session.ended_at):
+        if before != [getattr(session, name) for name in SESSION_FIELDS]:
             changed[session.client_id] = session
     # Events of a session seen before its start event may be earlier than its recorded start.
     for sid, ts in first_seen.items():
@@ -142,42 +142,60 @@ def _advertised(tool: dict[str, Any]) -> dict[str, str]:
     return {"name": tool["name"], "schema_hash": digest}
 
 
-def _turns_create(project: Project, sessions: dict[str, Session], events: list[dict[str, Any]]) -> None:
-    if not events:
-        return
+def _turns_new(
+    project: Project, sessions: dict[str, Session], events: list[dict[str, Any]]
+) -> tuple[list[dict[str, Any]], dict[tuple[int, int], int]]:
+    """The rows of the batch's turns not stored yet, ids drawn, for accounting to insert with
+    their budgets; and the id of every turn of the batch's sessions by (session id, index).
+
+    A turn whose event id or (session, index) is taken already is skipped, as a re-sent one."""
+    stored = Turn.objects.filter(
+        Q(session_id__in=[s.pk for s in sessions.values()])
+        | Q(project=project, client_id__in=[e["id"] for e in events])
+    ).values_list("pk", "session_id", "index", "client_id")
+    turn_ids: dict[tuple[int, int], int] = {}
+    taken: set[str] = set()
+    for pk, session_id, index, client_id in stored:
+        turn_ids[(session_id, index)] = pk
+        taken.add(client_id)
+    fresh = []
+    for event in events:
+        key = (sessions[event["session_id"]].pk, event["index"])
+        if event["id"] not in taken and key not in turn_ids:
+            taken.add(event["id"])
+            turn_ids[key] = 0  # claimed; the id is drawn below
+            fresh.append(event)
+    if not fresh:
+        return [], turn_ids
+    rows = _turn_rows(project, sessions, fresh)
+    for row in rows:
+        turn_ids[(row["session_id"], row["index"])] = row["id"]
+    return rows, turn_ids
+
+
+def _turn_rows(project: Project, sessions: dict[str, Session], events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     sets = advertised_sets_resolve(
         project=project, lists=[[_advertised(tool) for tool in event.get("tools", ())] for event in events]
     )
     system_tokens, message_tokens = _turn_tokens(project, events)
-    turns = [
-        Turn(
-            project=project,
-            session=sessions[event["session_id"]],
-            client_id=event["id"],
-            index=event["index"],
-            model=event.get("model", ""),
-            started_at=_when(event["timestamp"]),
-            advertised_set=advertised_set,
-            input_tokens=event.get("usage", {}).get("input_tokens"),
-            output_tokens=event.get("usage", {}).get("output_tokens"),
-            cached_tokens=event.get("usage", {}).get("cached_tokens"),
-            latency_ms=round(event["latency_ms"]) if "latency_ms" in event else None,
-            system_prompt_chars=event.get("system_prompt_chars", len(event.get("system_prompt", "")) or None),
-            task_message=event.get("task_message", ""),
-            messages=event.get("messages", []),
-            system_prompt_tokens=system,
-            new_message_tokens=messages,
-        )
-        for event, advertised_set, system, messages in zip(events, sets, system_tokens, message_tokens, strict=True)
+    ids = ids_allocate(Turn, len(events))
+    now = timezone.now()
+    return [
+        {
+            "id": pk, "project_id": project.pk, "session_id": sessions[event["session_id"]].pk,
+            "client_id": event["id"], "index": event["index"], "model": event.get("model", ""),
+            "started_at": _when(event["timestamp"]), "advertised_set_id": advertised.pk if advertised else None,
+            "input_tokens": event.get("usage", {}).get("input_tokens"),
+            "output_tokens": event.get("usage", {}).get("output_tokens"),
+            "cached_tokens": event.get("usage", {}).get("cached_tokens"),
+            "latency_ms": round(event["latency_ms"]) if "latency_ms" in event else None,
+            "system_prompt_chars": event.get("system_prompt_chars", len(event.get("system_prompt", "")) or None),
+            "task_message": event.get("task_message", ""), "messages": event.get("messages", []),
+            "system_prompt_tokens": system, "new_message_tokens": messages, "created_at": now,
+        }
+        for pk, event, advertised, system, messages in zip(
+            ids, events, sets, system_tokens, message_tokens, strict=True)
     ]
-    Turn.objects.bulk_create(turns, ignore_conflicts=True)
-    # Tool calls that arrived before their turn get linked now.
-    session_ids = {sessions[event["session_id"]].pk for event in events}
-    ToolCall.objects.filter(session_id__in=session_ids, turn__isnull=True).update(
-        turn_id=Subquery(
-            Turn.objects.filter(session_id=OuterRef("session_id"), index=OuterRef("turn_index")).values("pk")[:1]
-        )
-    )
 
 
 def _turn_tokens(project: Project, events: list[dict[str, Any]]) -> tuple[list[int | None], list[int]]:
@@ -199,7 +217,7 @@ def _turn_tokens(project: Project, events: list[dict[str, Any]]) -> tuple[list[i
 
 
 def _tool_calls_new(
-    project: Project, sessions: dict[str, Session], events: list[dict[str, Any]]
+    project: Project, sessions: dict[str, Session], turn_ids: dict[tuple[int, int], int], events: list[dict[str, Any]]
 ) -> list[dict[str, Any]]:
     """The rows of the batch's tool calls not stored yet (an event sent twice is stored once), with
     their ids drawn already and their tokens counted; accounting links and inserts them."""
@@ -214,13 +232,6 @@ def _tool_calls_new(
     events = list(fresh.values())
     if not events:
         return []
-    wanted = {(sessions[e["session_id"]].pk, e["turn_index"]) for e in events}
-    turn_ids = {
-        (session_id, index): pk
-        for pk, session_id, index in Turn.objects.filter(
-            session_id__in={session_id for session_id, _ in wanted}
-        ).values_list("pk", "session_id", "index")
-    }
     outputs = [event.get("output", "") for event in events]
     arguments = [canonical_json(event["arguments"]) if event.get("arguments") else "" for event in events]
     counts = count_many(outputs + arguments, project.encoding)

@@ -1,0 +1,84 @@
+"""Two workers storing the same events at once (an SDK re-sent a batch whose reply it lost): the
+one that loses the race retries and then skips what the other stored; nothing is stored twice."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import psycopg
+import pytest
+from django.db import connection
+from django.utils import timezone
+
+from tests import factories
+from toolscope.telemetry.models import BatchStatus, IngestBatch, ToolCall
+from toolscope.telemetry.services.accounting import BatchConflictError
+from toolscope.telemetry.services.processing import batch_process
+from workers import tasks
+
+pytestmark = pytest.mark.django_db(transaction=True)
+WHEN = "2026-11-22T10:00:00+00:00"
+EVENTS = [
+    {"type": "session", "id": "s1", "session_id": "s1", "action": "start", "timestamp": WHEN},
+    {"type": "turn", "id": "t0", "session_id": "s1", "index": 0, "timestamp": WHEN},
+    {"type": "tool_call", "id": "c1", "session_id": "s1", "turn_index": 0, "tool_name": "bash",
+     "arguments": {}, "output": "ok", "timestamp": WHEN},
+    {"type": "tool_call", "id": "c2", "session_id": "s1", "turn_index": 0, "tool_name": "bash",
+     "arguments": {}, "output": "done", "timestamp": WHEN},
+]
+
+
+def _dsn() -> str:
+    params = connection.get_connection_params()
+    return psycopg.conninfo.make_conninfo(**{k: v for k, v in params.items() if k in (
+        "dbname", "user", "host", "port", "password")})
+
+
+def _wait_until_blocked(admin: psycopg.Connection, timeout: float = 20) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        blocked = admin.execute("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                                "AND datname = current_database()").fetchone()[0]
+        if blocked:
+            return
+        time.sleep(0.05)
+    pytest.fail("the worker never waited on the other transaction's row")
+
+
+def test_a_call_stored_by_a_concurrent_worker_makes_the_batch_retry_and_skip_it(project):
+    other = factories.make_session(project, client_id="elsewhere")
+    batch = IngestBatch.objects.create(project=project, payload={"events": EVENTS}, event_count=len(EVENTS))
+    outcome: list[BaseException | bool] = []
+    with psycopg.connect(_dsn()) as rival, psycopg.connect(_dsn(), autocommit=True) as admin:
+        # The rival holds c1 uncommitted: the worker's lookup cannot see it, its insert waits on it.
+        rival.execute(
+            "INSERT INTO telemetry_toolcall (project_id, session_id, turn_index, client_id, call_id, tool_name,"
+            " arguments, output, status, error, retries, approval, started_at, output_hash, duplicate_tokens,"
+            " placeholder, created_at) VALUES (%s, %s, 0, 'c1', '', 'bash', '{}', 'ok', 'ok', '', 0,"
+            " 'not_required', %s, '', 0, '', %s)",
+            [project.pk, other.pk, timezone.now(), timezone.now()],
+        )
+
+        def work() -> None:
+            try:
+                outcome.append(batch_process(batch_id=batch.pk))
+            except BaseException as exc:
+                outcome.append(exc)
+            finally:
+                connection.close()
+
+        worker = threading.Thread(target=work)
+        worker.start()
+        _wait_until_blocked(admin)
+        rival.commit()
+        worker.join(timeout=30)
+    assert len(outcome) == 1 and isinstance(outcome[0], BatchConflictError)
+    assert isinstance(outcome[0], tasks.TRANSIENT_ERRORS)  # the task retries it with backoff
+    assert set(ToolCall.objects.values_list("client_id", flat=True)) == {"c1"}  # nothing half stored
+
+    assert batch_process(batch_id=batch.pk) is True  # the retry
+    batch.refresh_from_db()
+    assert batch.status == BatchStatus.DONE
+    assert sorted(ToolCall.objects.values_list("client_id", "session__client_id")) == [
+        ("c1", "elsewhere"), ("c2", "s1")]

@@ -1,3 +1,4 @@
+import gc
 import os
 
 from django.core.wsgi import get_wsgi_application
@@ -10,3 +11,9 @@ application = get_wsgi_application()
 from api.fastpath import policy_revalidation  # noqa: E402
 
 application = policy_revalidation(application)
+
+# Everything imported so far lives as long as the process. Frozen, the collector never walks it
+# again: a full collection over Django's import graph paused a worker for ~75 ms under load, which
+# every request queued on that worker waited out (bench/RESULTS.md, policy polls).
+gc.collect()
+gc.freeze()

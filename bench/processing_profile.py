@@ -29,6 +29,7 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=12)
     parser.add_argument("--calls", type=int, default=500)
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--queries", action="store_true", help="list one batch's SQL statements")
     parser.add_argument("--sql", action="append", default=[], help="SQL run on the scratch database first "
                         "(experiments: ALTER TABLE ... SET COMPRESSION lz4, ALTER DATABASE ... SET ...)")
     args = parser.parse_args()
@@ -57,6 +58,11 @@ def main() -> None:
         count = counter("o200k_base")  # a worker loads its tokenizer once; not part of a batch
         reference = _reference_speed(count)
         batch_process(batch_id=batch_ids.pop(0))  # warm-up: first-use costs
+        from django.db import connection
+        from django.test.utils import CaptureQueriesContext
+
+        with CaptureQueriesContext(connection) as queries:
+            batch_process(batch_id=batch_ids.pop(0))
         profiler = cProfile.Profile() if args.profile else None
         walls, cpus = [], []
         for batch_id in batch_ids:
@@ -76,6 +82,10 @@ def main() -> None:
           f" (min {min(walls) * 1000:.0f}), CPU p50 {percentile(cpus, 0.5) * 1000:.0f} ms (min {min(cpus) * 1000:.0f})")
     print(f"tool calls per second of wall time: {args.calls * len(walls) / sum(walls):,.0f}; "
           f"per CPU second of this process: {args.calls * len(cpus) / sum(cpus):,.0f}")
+    print(f"SQL statements per batch (COPY not counted): {len(queries)}")
+    if args.queries:
+        for query in queries:
+            print(f"  {query['time']}s  {query['sql'][:150]}")
     if profiler:
         out = io.StringIO()
         stats = pstats.Stats(profiler, stream=out).sort_stats("cumulative")

@@ -9,6 +9,7 @@ from datetime import timedelta
 
 from celery import shared_task
 from django.conf import settings
+from django.core.cache import cache
 from django.db import InterfaceError, OperationalError, connection
 
 from toolscope.telemetry.services.batches import batches_sweep
@@ -69,7 +70,7 @@ def process_batch(self, batch_id: int) -> bool:
             return False
         raise self.retry(exc=exc, countdown=retry_delay(self.request.retries)) from exc
     if processed:
-        rollup_dirty.apply_async(queue=settings.INGEST_QUEUE)
+        rollup_request()
     return processed
 
 
@@ -86,6 +87,30 @@ def sweep_batches() -> int:
     ))
 
 
+# Set while a rollup task is queued and not started yet. Batches that finish meanwhile need no
+# task of their own: the queued one claims their marks too. Under load that turns one rollup per
+# batch (each re-aggregating the whole hour) into one per rollup's run time. The expiry bounds
+# the damage of a lost message; beat's periodic rollup catches any mark left behind.
+ROLLUP_QUEUED_KEY = "workers:rollup-queued"
+ROLLUP_QUEUED_SECONDS = 30
+
+
+def rollup_request() -> None:
+    """Queue a rollup unless one is queued already (with the cache down, queue one anyway)."""
+    try:
+        queued_already = not cache.add(ROLLUP_QUEUED_KEY, 1, timeout=ROLLUP_QUEUED_SECONDS)
+    except Exception:
+        logger.warning("cache unavailable; queueing a rollup without checking", exc_info=True)
+        queued_already = False
+    if not queued_already:
+        rollup_dirty.apply_async(queue=settings.INGEST_QUEUE)
+
+
 @shared_task(name="workers.rollup_dirty", ignore_result=True, acks_late=True)
 def rollup_dirty() -> int:
+    # Cleared before claiming marks: a batch finishing from here on queues the next rollup.
+    try:
+        cache.delete(ROLLUP_QUEUED_KEY)
+    except Exception:
+        logger.warning("cache unavailable; the rollup-queued flag expires by itself", exc_info=True)
     return rollups_refresh()

@@ -12,6 +12,7 @@ from django.db import connection
 from django.utils import timezone
 
 from tests import factories
+from tests.workers.database import other_connection
 from toolscope.telemetry.models import BatchStatus, IngestBatch, ToolCall
 from toolscope.telemetry.services.accounting import BatchConflictError
 from toolscope.telemetry.services.processing import batch_process
@@ -29,12 +30,6 @@ EVENTS = [
 ]
 
 
-def _dsn() -> str:
-    params = connection.get_connection_params()
-    return psycopg.conninfo.make_conninfo(**{k: v for k, v in params.items() if k in (
-        "dbname", "user", "host", "port", "password")})
-
-
 def _wait_until_blocked(admin: psycopg.Connection, timeout: float = 20) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -50,7 +45,7 @@ def test_a_call_stored_by_a_concurrent_worker_makes_the_batch_retry_and_skip_it(
     other = factories.make_session(project, client_id="elsewhere")
     batch = IngestBatch.objects.create(project=project, payload={"events": EVENTS}, event_count=len(EVENTS))
     outcome: list[BaseException | bool] = []
-    with psycopg.connect(_dsn()) as rival, psycopg.connect(_dsn(), autocommit=True) as admin:
+    with other_connection() as rival, other_connection(autocommit=True) as admin:
         # The rival holds c1 uncommitted: the worker's lookup cannot see it, its insert waits on it.
         rival.execute(
             "INSERT INTO telemetry_toolcall (project_id, session_id, turn_index, client_id, call_id, tool_name,"

@@ -14,7 +14,7 @@ from collections import defaultdict
 from datetime import datetime
 from typing import Any
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 from toolscope_agent.engine.duplicates import normalize_output, output_fingerprint
@@ -34,6 +34,14 @@ def _when(value: str) -> datetime:
     return datetime.fromisoformat(value)
 
 
+# A batch's first attempt also takes the project's other pending batches, oldest first, up to
+# this many events in all: under a backlog one transaction does the work of many, paying a
+# batch's fixed cost (some twenty statements, a commit) once. Retries go alone, so that one bad
+# batch cannot fail the others.
+MERGE_MAX_EVENTS = 2_000
+MERGE_MAX_BATCHES = 20
+
+
 def batch_process(*, batch_id: int) -> bool:
     """Process the batch if it still needs it. Returns False when there was nothing to do."""
     IngestBatch.objects.filter(pk=batch_id, status__in=[BatchStatus.PENDING, BatchStatus.PROCESSING]).update(
@@ -51,12 +59,38 @@ def batch_process(*, batch_id: int) -> bool:
         )
         if batch is None or batch.status in (BatchStatus.DONE, BatchStatus.FAILED):
             return False
-        events_apply(project=batch.project, events=batch.payload["events"])
-        batch.status = BatchStatus.DONE
-        batch.error = ""
-        batch.finished_at = timezone.now()
-        batch.save(update_fields=["status", "error", "finished_at"])
+        partners = _partners_claim(batch) if batch.attempts <= 1 else []
+        # In the order they were received: a later session event (new metadata, the end) wins.
+        group = sorted([batch, *partners], key=lambda b: (b.received_at, b.pk))
+        events_apply(project=batch.project, events=[event for b in group for event in b.payload["events"]])
+        now = timezone.now()
+        IngestBatch.objects.filter(pk=batch.pk).update(status=BatchStatus.DONE, error="", finished_at=now)
+        if partners:
+            IngestBatch.objects.filter(pk__in=[p.pk for p in partners]).update(
+                status=BatchStatus.DONE, error="", attempts=F("attempts") + 1, started_at=batch.started_at,
+                finished_at=now,
+            )
     return True
+
+
+def _partners_claim(batch: IngestBatch) -> list[IngestBatch]:
+    """Pending batches of the same project never tried yet that no other worker holds, locked
+    until commit. Their own tasks find them done. PostgreSQL only: elsewhere nothing can skip a
+    locked row."""
+    if not connection.features.has_select_for_update_skip_locked:
+        return []
+    budget = MERGE_MAX_EVENTS - batch.event_count
+    candidates = (
+        IngestBatch.objects.select_for_update(skip_locked=True, of=("self",))
+        .filter(project_id=batch.project_id, status=BatchStatus.PENDING, attempts=0, event_count__lte=budget)
+        .exclude(pk=batch.pk).order_by("received_at", "id").values_list("pk", "event_count")[:MERGE_MAX_BATCHES]
+    )
+    chosen = []
+    for pk, count in candidates:
+        if count <= budget:
+            chosen.append(pk)
+            budget -= count
+    return list(IngestBatch.objects.filter(pk__in=chosen).order_by("received_at", "id")) if chosen else []
 
 
 def batch_attempts(*, batch_id: int) -> int:

@@ -7,6 +7,7 @@ tasks executed eagerly in-process, DEBUG on, served on 127.0.0.1. Production
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 import dj_database_url
@@ -127,7 +128,11 @@ else:
             # Django's RedisCache, reusing its Redis client (toolscope/cache.py).
             "BACKEND": "toolscope.cache.PooledRedisCache",
             "LOCATION": _cache_url,
-            "KEY_PREFIX": "toolscope",
+            # Entries are keyed by row ids (project, key): two databases sharing one Redis must not
+            # read each other's, so the prefix names the database.
+            "KEY_PREFIX": "toolscope:" + hashlib.sha256(
+                "|".join(str(DATABASES["default"].get(part, "")) for part in ("HOST", "PORT", "NAME")).encode()
+            ).hexdigest()[:12],
         }
     }
 

@@ -102,3 +102,21 @@ def test_malformed_values_fail_naming_the_variable(tmp_path, toolscope_env, vari
 
 def test_unknown_toolscope_env_fails_naming_the_variable(tmp_path):
     assert "TOOLSCOPE_ENV" in refusal(manage_check({**PRODUCTION, "TOOLSCOPE_ENV": "prod"}, tmp_path))
+
+
+def _cache_prefix(env: dict[str, str | None], tmp_path) -> str:
+    clean = {"PATH": f"{recipe.VENV_BIN}:/usr/local/bin:/usr/bin:/bin", "HOME": str(tmp_path), "LANG": "C.UTF-8"}
+    clean.update({key: value for key, value in env.items() if value is not None})
+    done = subprocess.run(
+        ["python", "-c", "from toolscope import settings; print(settings.CACHES['default']['KEY_PREFIX'])"],
+        cwd=recipe.REPO_ROOT, env=clean, capture_output=True, text=True, timeout=60, check=True,
+    )
+    return done.stdout.strip()
+
+
+def test_two_databases_sharing_one_redis_never_share_cache_entries(tmp_path):
+    first = _cache_prefix(PRODUCTION, tmp_path)
+    again = _cache_prefix(PRODUCTION, tmp_path)
+    other = _cache_prefix({**PRODUCTION, "DATABASE_URL": "postgres://toolscope@127.0.0.1:1/other"}, tmp_path)
+    assert first == again != other
+    assert first.startswith("toolscope:")

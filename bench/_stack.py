@@ -75,18 +75,23 @@ def gunicorn(env: dict[str, str], *, workers: int, threads: int = 1, log: Path |
                                start_new_session=True)
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                httpx.get(f"{base}/healthz", timeout=1)
-                break
-            except httpx.TransportError:
-                time.sleep(0.2)
+        _wait_healthy(base, timeout=30)
         yield base
     finally:
         os.killpg(process.pid, signal.SIGTERM)
         process.wait(timeout=15)
         out.close()
+
+
+def _wait_healthy(base: str, *, timeout: float) -> None:
+    """Until the server at `base` answers /healthz (any status), or `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            httpx.get(f"{base}/healthz", timeout=1)
+            return
+        except httpx.TransportError:
+            time.sleep(0.2)
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -229,13 +234,7 @@ def compose_web(env: dict[str, str], *, log: Path | None = None):
                                stderr=subprocess.STDOUT, start_new_session=True)
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                httpx.get(f"{base}/healthz", timeout=1)
-                break
-            except httpx.TransportError:
-                time.sleep(0.2)
+        _wait_healthy(base, timeout=60)
         yield base, process.pid
     finally:
         _stop(process)

@@ -102,8 +102,8 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": float(_SWEEP_SECONDS),
         "options": {"expires": max(1, _SWEEP_SECONDS - 1)},
     },
-    # Rollups are also refreshed after every batch; this catches hours marked by a batch whose
-    # follow-up message was lost.
+    # Processing also queues a refresh (one at a time, workers.tasks.rollup_request); this
+    # catches hours marked by a batch whose follow-up message was lost or coalesced away.
     "rollup-dirty-hours": {
         "task": "workers.rollup_dirty",
         "schedule": 60.0,

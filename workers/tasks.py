@@ -102,8 +102,14 @@ def rollup_request() -> None:
     except Exception:
         logger.warning("cache unavailable; queueing a rollup without checking", exc_info=True)
         queued_already = False
-    if not queued_already:
+    if queued_already:
+        return
+    try:
         rollup_dirty.apply_async(queue=settings.INGEST_QUEUE)
+    except Exception:
+        # The batch is done and its hours are marked: beat's periodic rollup picks them up.
+        logger.warning("could not queue a rollup; beat's periodic one will run it", exc_info=True)
+        cache.delete(ROLLUP_QUEUED_KEY)
 
 
 @shared_task(name="workers.rollup_dirty", ignore_result=True, acks_late=True)

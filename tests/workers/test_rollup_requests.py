@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 
+import kombu.exceptions
 import pytest
 import redis
 from django.core.cache import cache
@@ -32,3 +33,15 @@ def test_once_the_rollup_starts_the_next_batch_queues_another(db, queue):
     tasks.rollup_dirty.apply()  # the queued rollup runs (here, in-process)
     tasks.rollup_request()
     assert queue() == 2
+
+
+
+def test_a_rollup_that_could_not_be_queued_leaves_no_flag_behind(db, queue, monkeypatch):
+    def broker_down(*args, **kwargs):
+        raise kombu.exceptions.OperationalError("Error 111 connecting to 127.0.0.1:6379. Connection refused.")
+
+    monkeypatch.setattr(tasks.rollup_dirty, "apply_async", broker_down)
+    tasks.rollup_request()  # logged, not raised: the batch is done, beat's rollup catches up
+    monkeypatch.undo()
+    tasks.rollup_request()  # the next batch queues one at once
+    assert queue() == 1

@@ -31,8 +31,9 @@ NEAR_WINDOW_SHARE = 0.8
 
 
 class BatchConflictError(OperationalError):
-    """Calls of this batch were stored by a concurrent worker meanwhile: worth a retry (an
-    OperationalError, so tasks retry it as they retry the database blinking)."""
+    """Turns or calls of this batch were stored by a concurrent worker meanwhile (the same events
+    in two batches): worth a retry, which skips them. An OperationalError, so tasks retry it as
+    they retry the database blinking."""
 
 CALL_FIELDS = (
     "id", "session_id", "client_id", "call_id", "tool_name", "turn_index", "started_at", "status", "output_hash",

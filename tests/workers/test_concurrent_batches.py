@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from tests import factories
 from tests.workers.database import other_connection
-from toolscope.telemetry.models import BatchStatus, IngestBatch, ToolCall
+from toolscope.telemetry.models import BatchStatus, IngestBatch, ToolCall, Turn
 from toolscope.telemetry.services.accounting import BatchConflictError
 from toolscope.telemetry.services.processing import batch_process
 from workers import tasks
@@ -41,19 +41,12 @@ def _wait_until_blocked(admin: psycopg.Connection, timeout: float = 20) -> None:
     pytest.fail("the worker never waited on the other transaction's row")
 
 
-def test_a_call_stored_by_a_concurrent_worker_makes_the_batch_retry_and_skip_it(project):
-    other = factories.make_session(project, client_id="elsewhere")
-    batch = IngestBatch.objects.create(project=project, payload={"events": EVENTS}, event_count=len(EVENTS))
+def _race(batch: IngestBatch, rival_insert: tuple[str, list]) -> BaseException | bool:
+    """Process `batch` while another transaction holds `rival_insert` uncommitted: the worker's
+    lookup cannot see that row, its insert waits on it; the rival then commits."""
     outcome: list[BaseException | bool] = []
     with other_connection() as rival, other_connection(autocommit=True) as admin:
-        # The rival holds c1 uncommitted: the worker's lookup cannot see it, its insert waits on it.
-        rival.execute(
-            "INSERT INTO telemetry_toolcall (project_id, session_id, turn_index, client_id, call_id, tool_name,"
-            " arguments, output, status, error, retries, approval, started_at, output_hash, duplicate_tokens,"
-            " placeholder, created_at) VALUES (%s, %s, 0, 'c1', '', 'bash', '{}', 'ok', 'ok', '', 0,"
-            " 'not_required', %s, '', 0, '', %s)",
-            [project.pk, other.pk, timezone.now(), timezone.now()],
-        )
+        rival.execute(*rival_insert)
 
         def work() -> None:
             try:
@@ -68,8 +61,22 @@ def test_a_call_stored_by_a_concurrent_worker_makes_the_batch_retry_and_skip_it(
         _wait_until_blocked(admin)
         rival.commit()
         worker.join(timeout=30)
-    assert len(outcome) == 1 and isinstance(outcome[0], BatchConflictError)
-    assert isinstance(outcome[0], tasks.TRANSIENT_ERRORS)  # the task retries it with backoff
+    assert len(outcome) == 1
+    return outcome[0]
+
+
+def test_a_call_stored_by_a_concurrent_worker_makes_the_batch_retry_and_skip_it(project):
+    other = factories.make_session(project, client_id="elsewhere")
+    batch = IngestBatch.objects.create(project=project, payload={"events": EVENTS}, event_count=len(EVENTS))
+    outcome = _race(batch, (
+        ("INSERT INTO telemetry_toolcall (project_id, session_id, turn_index, client_id, call_id, tool_name,"
+        " arguments, output, status, error, retries, approval, started_at, output_hash, duplicate_tokens,"
+        " placeholder, created_at) VALUES (%s, %s, 0, 'c1', '', 'bash', '{}', 'ok', 'ok', '', 0,"
+        " 'not_required', %s, '', 0, '', %s)"),
+        [project.pk, other.pk, timezone.now(), timezone.now()],
+    ))
+    assert isinstance(outcome, BatchConflictError)
+    assert isinstance(outcome, tasks.TRANSIENT_ERRORS)  # the task retries it with backoff
     assert set(ToolCall.objects.values_list("client_id", flat=True)) == {"c1"}  # nothing half stored
 
     assert batch_process(batch_id=batch.pk) is True  # the retry
@@ -77,3 +84,20 @@ def test_a_call_stored_by_a_concurrent_worker_makes_the_batch_retry_and_skip_it(
     assert batch.status == BatchStatus.DONE
     assert sorted(ToolCall.objects.values_list("client_id", "session__client_id")) == [
         ("c1", "elsewhere"), ("c2", "s1")]
+
+
+def test_a_turn_stored_by_a_concurrent_worker_makes_the_batch_retry_and_skip_it(project):
+    other = factories.make_session(project, client_id="elsewhere")
+    batch = IngestBatch.objects.create(project=project, payload={"events": EVENTS}, event_count=len(EVENTS))
+    outcome = _race(batch, (
+        ("INSERT INTO telemetry_turn (project_id, session_id, client_id, index, model, started_at, task_message,"
+        " messages, near_window, created_at) VALUES (%s, %s, 't0', 0, '', %s, '', '[]', false, %s)"),
+        [project.pk, other.pk, timezone.now(), timezone.now()],
+    ))
+    assert isinstance(outcome, BatchConflictError)
+    assert not ToolCall.objects.exists()  # nothing half stored
+
+    assert batch_process(batch_id=batch.pk) is True
+    assert list(Turn.objects.values_list("client_id", "session__client_id")) == [("t0", "elsewhere")]
+    # The calls' turn (index 0 of s1) was never stored: they wait for it unlinked.
+    assert sorted(ToolCall.objects.values_list("client_id", "turn_id")) == [("c1", None), ("c2", None)]

@@ -44,7 +44,8 @@ def _worker_tokenizer(**kwargs: Any) -> None:
 def _close_old_connections(**kwargs: Any) -> None:
     """What Django does around a request: drop a connection that broke or outlived CONN_MAX_AGE,
     keep a healthy one (a new connection per task costs more than small tasks do)."""
-    if getattr(kwargs.get("task"), "request", None) is not None and kwargs["task"].request.is_eager:
+    task = kwargs.get("task")
+    if task is not None and task.request.is_eager:  # inside the caller's request and transaction
         return
     from django.db import close_old_connections
 

@@ -98,25 +98,26 @@ ROLLUP_QUEUED_SECONDS = 30
 def rollup_request() -> None:
     """Queue a rollup unless one is queued already (with the cache down, queue one anyway)."""
     try:
-        queued_already = not cache.add(ROLLUP_QUEUED_KEY, 1, timeout=ROLLUP_QUEUED_SECONDS)
+        if not cache.add(ROLLUP_QUEUED_KEY, 1, timeout=ROLLUP_QUEUED_SECONDS):
+            return
     except Exception:
         logger.warning("cache unavailable; queueing a rollup without checking", exc_info=True)
-        queued_already = False
-    if queued_already:
-        return
     try:
         rollup_dirty.apply_async(queue=settings.INGEST_QUEUE)
     except Exception:
         # The batch is done and its hours are marked: beat's periodic rollup picks them up.
         logger.warning("could not queue a rollup; beat's periodic one will run it", exc_info=True)
-        cache.delete(ROLLUP_QUEUED_KEY)
+        _rollup_flag_clear()
 
 
-@shared_task(name="workers.rollup_dirty", ignore_result=True, acks_late=True)
-def rollup_dirty() -> int:
-    # Cleared before claiming marks: a batch finishing from here on queues the next rollup.
+def _rollup_flag_clear() -> None:
     try:
         cache.delete(ROLLUP_QUEUED_KEY)
     except Exception:
         logger.warning("cache unavailable; the rollup-queued flag expires by itself", exc_info=True)
+
+
+@shared_task(name="workers.rollup_dirty", ignore_result=True, acks_late=True)
+def rollup_dirty() -> int:
+    _rollup_flag_clear()  # before claiming marks: a batch finishing from here on queues the next rollup
     return rollups_refresh()

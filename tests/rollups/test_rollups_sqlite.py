@@ -43,3 +43,34 @@ def test_rollups_on_sqlite_match_the_hand_computed_numbers(tmp_path):
     assert (read_file["duration_p50_ms"], read_file["duration_p95_ms"]) == (25, 38.5)
     assert (read_file["times_advertised"], read_file["times_called"], read_file["schema_tokens"]) == (3, 1, 360)
     assert (bash["times_called"], result["tools"]["grep"]["calls"]) == (2, 0)
+
+
+DELTAS_SCRIPT = """
+import json, django
+django.setup()
+from django.core.management import call_command
+call_command("migrate", verbosity=0)
+from tests import factories
+from tests.rollups.test_hourly_deltas import process, random_batches, rebuilt, rollups
+from toolscope.policies.models import CompactionRule, Policy
+from toolscope.telemetry.services.rollups import rollups_refresh
+project = factories.make_project("acme")
+policy = Policy.objects.create(project=project)
+CompactionRule.objects.create(policy=policy, tools="bash*", max_tokens=40, strategy="head_tail")
+for events in random_batches(3, 8):
+    process(project, events)
+rollups_refresh()
+kept = rollups()
+print(json.dumps({"rows": len(kept[0]), "equal": kept == rebuilt(project)}))
+"""
+
+
+def test_deltas_on_sqlite_equal_a_rebuild(tmp_path):
+    env = {key: value for key, value in os.environ.items() if key not in CONFIG_VARIABLES}
+    env.update(TOOLSCOPE_SQLITE_PATH=str(tmp_path / "toolscope.sqlite3"), DJANGO_SETTINGS_MODULE="toolscope.settings")
+    done = subprocess.run([sys.executable, "-c", DELTAS_SCRIPT], cwd=REPO, env=env, capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["rows"] > 0
+    assert result["equal"] is True

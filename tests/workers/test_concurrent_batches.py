@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
+from datetime import datetime
 
 import psycopg
 import pytest
@@ -13,7 +14,7 @@ from django.utils import timezone
 
 from tests import factories
 from tests.workers.database import other_connection
-from toolscope.telemetry.models import BatchStatus, IngestBatch, ToolCall, Turn
+from toolscope.telemetry.models import BatchStatus, IngestBatch, ProjectHourly, ToolCall, ToolHourly, Turn
 from toolscope.telemetry.services.accounting import BatchConflictError
 from toolscope.telemetry.services.processing import batch_process
 from workers import tasks
@@ -101,3 +102,41 @@ def test_a_turn_stored_by_a_concurrent_worker_makes_the_batch_retry_and_skip_it(
     assert list(Turn.objects.values_list("client_id", "session__client_id")) == [("t0", "elsewhere")]
     # The calls' turn (index 0 of s1) was never stored: they wait for it unlinked.
     assert sorted(ToolCall.objects.values_list("client_id", "turn_id")) == [("c1", None), ("c2", None)]
+
+
+def test_a_batch_waits_while_another_worker_holds_its_session(project):
+    """Two batches of one session are accounted one after the other (their deltas to the rollups
+    are computed from each other's results, never from the same "before")."""
+    session = factories.make_session(project, client_id="s1")
+    batch = IngestBatch.objects.create(project=project, payload={"events": EVENTS}, event_count=len(EVENTS))
+    outcome = _race(batch, ("SELECT id FROM telemetry_session WHERE id = %s FOR UPDATE", [session.pk]))
+    assert outcome is True
+    assert ToolHourly.objects.get(tool_name="bash").calls == 2
+
+
+def test_a_batch_waits_for_a_rebuild_of_its_hour_and_adds_on_top(project):
+    """A rebuild holds its hours exclusively: the batch's deltas land after it, on what it wrote."""
+    batch = IngestBatch.objects.create(project=project, payload={"events": EVENTS}, event_count=len(EVENTS))
+    hour_key = int(datetime.fromisoformat(WHEN).timestamp()) // 3600
+    outcome = _race(batch, ("SELECT pg_advisory_xact_lock(%s::integer, %s::integer)", [project.pk, hour_key]))
+    assert outcome is True
+    row = ToolHourly.objects.get(tool_name="bash")
+    assert (row.calls, row.times_called) == (2, 1)
+    assert ProjectHourly.objects.get().sessions == 1
+
+
+def test_a_session_inserted_by_a_concurrent_worker_makes_the_batch_retry(project):
+    batch = IngestBatch.objects.create(project=project, payload={"events": EVENTS}, event_count=len(EVENTS))
+    outcome = _race(batch, (
+        "INSERT INTO telemetry_session (project_id, client_id, agent_name, model, started_at, metadata, turn_count,"
+        " tool_call_count, error_count, duplicate_tokens, near_window, created_at)"
+        " VALUES (%s, 's1', '', '', %s, '{}', 0, 0, 0, 0, false, %s)",
+        [project.pk, timezone.now(), timezone.now()],
+    ))
+    assert isinstance(outcome, BatchConflictError)
+    assert not ToolCall.objects.exists()
+    assert batch_process(batch_id=batch.pk) is True
+    assert ToolHourly.objects.get(tool_name="bash").calls == 2
+    # The retry found the session stored and moved its start to the batch's earlier event: the
+    # session counts in that hour (the rival's hour, never counted, stays clamped at nothing).
+    assert list(ProjectHourly.objects.values_list("hour", "sessions")) == [(datetime.fromisoformat(WHEN), 1)]

@@ -275,8 +275,9 @@ class Artifact(models.Model):
 
 
 class ToolHourly(models.Model):
-    """Per project, tool and hour: what the dashboard's tool charts read. Rebuilt from raw rows
-    whenever an hour is touched, so late data lands in the right hour."""
+    """Per project, tool and hour: what the dashboard's tool charts read. Processing adds each
+    batch's changes as it commits, late data to its own hour; a rebuild recomputes an hour from
+    raw rows (services/rollups.py)."""
 
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+")
     hour = models.DateTimeField()
@@ -332,12 +333,17 @@ class ProjectHourly(models.Model):
 
 
 class DirtyHour(models.Model):
-    """An hour of a project whose rollups must be rebuilt; processing marks, the rollup task
-    claims. One row per (project, hour) however many batches touched it."""
+    """An hour of a project the rollup task must redo; processing marks, the rollup task claims.
+    One row per (project, hour) however many batches touched it."""
 
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+")
     hour = models.DateTimeField()
     marked_at = models.DateTimeField(auto_now=True)
+    full = models.BooleanField(
+        default=True,
+        help_text="Rebuild the hour from raw rows; otherwise only its duration percentiles are refreshed "
+                  "(processing adds everything else as it goes).",
+    )
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["project", "hour"], name="dirtyhour_unique")]

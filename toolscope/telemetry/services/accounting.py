@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import uuid
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from django.db import IntegrityError, OperationalError
@@ -24,7 +25,7 @@ from toolscope.policies.models import ToolVersion
 from toolscope.policies.services.documents import policy_outputs_for_processing
 from toolscope.telemetry.models import AdvertisedSet, Artifact, Project, Session, ToolCall, Turn
 from toolscope.telemetry.services.bulk import rows_insert, rows_update
-from toolscope.telemetry.services.rollups import dirty_hours_mark
+from toolscope.telemetry.services.hourly_deltas import CALL_VALUES, HourlyDelta
 from toolscope.tokenizer import count_many, counter
 
 NEAR_WINDOW_SHARE = 0.8
@@ -38,12 +39,12 @@ class BatchConflictError(OperationalError):
 CALL_FIELDS = (
     "id", "session_id", "client_id", "call_id", "tool_name", "turn_index", "started_at", "status", "output_hash",
     "output_tokens", "duplicate_of_id", "duplicate_tokens", "placeholder", "placeholder_tokens", "artifact_id",
-    "artifact__tokens_after",
+    "artifact__tokens_before", "artifact__tokens_after", "duration_ms",
 )
 TURN_FIELDS = (
     "id", "session_id", "index", "started_at", "new_message_tokens", "system_prompt_tokens", "advertised_set_id",
-    "input_tokens", "schema_tokens", "message_tokens", "tool_output_tokens", "estimated_input_tokens",
-    "window_share", "near_window",
+    "input_tokens", "output_tokens", "schema_tokens", "message_tokens", "tool_output_tokens",
+    "estimated_input_tokens", "window_share", "near_window",
 )
 
 
@@ -75,15 +76,23 @@ class CallState:
         if name not in self.row or self.row[name] != value:
             self.changes[name] = value
 
+    def values(self) -> dict[str, Any]:
+        """The accounting values the rollups sum, as they are now."""
+        return {name: self.get(name) for name in CALL_VALUES}
+
 
 def sessions_account(
-    *, project: Project, session_ids: Iterable[int], new_turns: Sequence[dict[str, Any]] = (),
+    *, project: Project, session_starts: Mapping[int, datetime | None], new_turns: Sequence[dict[str, Any]] = (),
     new_calls: Sequence[dict[str, Any]] = (),
 ) -> None:
-    """Account the sessions: their stored turns and calls, and `new_turns` and `new_calls` (rows
-    of Turn and ToolCall fields not stored yet, ids drawn), which are inserted here with their
-    budgets and links, so a batch's rows are written once instead of inserted and then updated."""
-    session_ids = sorted(set(session_ids))
+    """Account the sessions (`session_starts`: their ids, and when each started before this batch,
+    None for a new one): their stored turns and calls, and `new_turns` and `new_calls` (rows of
+    Turn and ToolCall fields not stored yet, ids drawn), which are inserted here with their
+    budgets and links, so a batch's rows are written once instead of inserted and then updated.
+    What all this changed is added to the hourly rollups (hourly_deltas.py).
+
+    The caller holds the sessions' row locks: two batches of one session never account it at once."""
+    session_ids = sorted(session_starts)
     if not session_ids:
         return
     outputs = policy_outputs_for_processing(project=project)
@@ -91,9 +100,11 @@ def sessions_account(
     stored = ToolCall.objects.filter(session_id__in=session_ids).values(*CALL_FIELDS)
     calls = sorted([CallState(row) for row in stored] + [CallState.fresh(row) for row in new_calls],
                    key=lambda call: call.sort_key)
+    delta = HourlyDelta(project.pk)
     _duplicates_link(calls, project)
     _compaction_apply(calls, project, rules_from_policy(outputs), skip_duplicates=suppress)
     _calls_save(calls)
+    _calls_delta(delta, calls)
     fresh_turns = {row["id"]: {**row} for row in new_turns}
     turns = sorted(
         [*Turn.objects.filter(session_id__in=session_ids).values(*TURN_FIELDS),
@@ -101,16 +112,35 @@ def sessions_account(
         key=lambda turn: (turn["session_id"], turn["index"]),
     )
     _advertised_sets_price(project, {t["advertised_set_id"] for t in turns if t["advertised_set_id"]})
-    budgets = _budgets_save(project, turns, calls, fresh_turns, suppress=suppress)
+    budgets = _budgets_save(project, turns, calls, fresh_turns, delta, suppress=suppress)
     if fresh_turns:
         _calls_link_turns(session_ids)
+        delta.advertised(fresh_turns.values())
     _sessions_summarize(session_ids, calls, budgets)
     # A session's own hour counts it, even when its turns fall in later hours.
-    starts = Session.objects.filter(pk__in=session_ids).values_list("started_at", flat=True)
-    dirty_hours_mark(
-        project_id=project.pk,
-        timestamps=[c.row["started_at"] for c in calls] + [t["started_at"] for t in turns] + list(starts),
-    )
+    for pk, started_at in Session.objects.filter(pk__in=session_ids).values_list("pk", "started_at"):
+        delta.session(session_starts[pk], started_at)
+    delta.apply()
+
+
+def _calls_delta(delta: HourlyDelta, calls: list[CallState]) -> None:
+    """The calls' part of the rollup delta: new calls added, stored ones that changed re-added."""
+    new = []
+    for call in calls:
+        if call.new is not None:
+            delta.call(call.values(), +1)
+            new.append(call)
+            if call.row["duration_ms"] is not None:
+                delta.timed(call.row["started_at"])
+        elif call.changes:
+            delta.call({name: call.row[name] for name in CALL_VALUES}, -1)
+            delta.call(call.values(), +1)
+    if new:
+        delta.turns_called(
+            stored=((c.row["session_id"], c.row["turn_index"], c.row["tool_name"], c.row["started_at"])
+                    for c in calls if c.new is None),
+            new=((c.row["session_id"], c.row["turn_index"], c.row["tool_name"], c.row["started_at"]) for c in new),
+        )
 
 
 def _duplicates_link(calls: list[CallState], project: Project) -> None:
@@ -173,6 +203,8 @@ def _compaction_apply(calls: list[CallState], project: Project, rules: list[Any]
         }
         call.set("artifact_id", artifacts[call.row["id"]]["id"])
         call.set("output", result.text)
+        # Read-only columns of the artifact's row, kept beside the call's own: never in `changes`.
+        call.row["artifact__tokens_before"] = result.tokens_before
         call.row["artifact__tokens_after"] = result.tokens_after
     rows_insert(Artifact, list(artifacts.values()))
 
@@ -229,11 +261,12 @@ def _effective_tokens(call: CallState, *, suppress: bool) -> int:
 
 
 def _budgets_save(
-    project: Project, turns: list[dict[str, Any]], calls: list[CallState], fresh: dict[int, dict[str, Any]], *,
-    suppress: bool,
+    project: Project, turns: list[dict[str, Any]], calls: list[CallState], fresh: dict[int, dict[str, Any]],
+    delta: HourlyDelta, *, suppress: bool,
 ) -> dict[int, list[dict[str, Any]]]:
     """Each turn's budget: new turns (`fresh`, by id) are inserted with theirs, stored ones updated
-    where it changed. Returned per session for the summaries."""
+    where it changed, and either way the rollup delta takes the change. Returned per session for
+    the summaries."""
     set_tokens = dict(AdvertisedSet.objects.filter(
         pk__in={t["advertised_set_id"] for t in turns if t["advertised_set_id"]}
     ).values_list("pk", "schema_tokens"))
@@ -256,8 +289,11 @@ def _budgets_save(
         by_session[session].append(budget)
         if turn["id"] in fresh:
             fresh[turn["id"]].update(budget)
+            delta.turn({**turn, **budget}, +1)
         elif any(turn[name] != value for name, value in budget.items()):
             changed.append(Turn(pk=turn["id"], **budget))
+            delta.turn(turn, -1)
+            delta.turn({**turn, **budget}, +1)
     _insert_new(Turn, list(fresh.values()))
     rows_update(Turn, BUDGET_FIELDS, changed)
     return by_session

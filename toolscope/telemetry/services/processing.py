@@ -14,7 +14,7 @@ from collections import defaultdict
 from datetime import datetime
 from typing import Any
 
-from django.db import connection, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 from toolscope_agent.engine.duplicates import normalize_output, output_fingerprint
@@ -22,7 +22,7 @@ from toolscope_agent.engine.schemas import canonical_json, schema_hash
 
 from toolscope.policies.services.catalog import catalog_upsert
 from toolscope.telemetry.models import BatchStatus, IngestBatch, Project, Session, ToolCall, Turn
-from toolscope.telemetry.services.accounting import sessions_account
+from toolscope.telemetry.services.accounting import BatchConflictError, sessions_account
 from toolscope.telemetry.services.advertised import advertised_sets_resolve
 from toolscope.telemetry.services.bulk import ids_allocate, rows_update
 from toolscope.tokenizer import count_many
@@ -115,11 +115,10 @@ def events_apply(*, project: Project, events: list[dict[str, Any]]) -> None:
     ]
     if definitions:
         catalog_upsert(project=project, definitions=definitions)
-    sessions = _sessions_upsert(project, events, by_type["session"])
+    sessions, starts = _sessions_upsert(project, events, by_type["session"])
     new_turns, turn_ids = _turns_new(project, sessions, by_type["turn"])
     new_calls = _tool_calls_new(project, sessions, turn_ids, by_type["tool_call"])
-    sessions_account(project=project, session_ids=[session.pk for session in sessions.values()],
-                     new_turns=new_turns, new_calls=new_calls)
+    sessions_account(project=project, session_starts=starts, new_turns=new_turns, new_calls=new_calls)
 
 
 SESSION_FIELDS = ("agent_name", "model", "metadata", "started_at", "ended_at")
@@ -127,22 +126,34 @@ SESSION_FIELDS = ("agent_name", "model", "metadata", "started_at", "ended_at")
 
 def _sessions_upsert(
     project: Project, events: list[dict[str, Any]], session_events: list[dict[str, Any]]
-) -> dict[str, Session]:
+) -> tuple[dict[str, Session], dict[int, datetime | None]]:
+    """The batch's sessions, stored ones locked until commit (so two batches of one session are
+    accounted one after the other) and new ones inserted with this batch's events applied; and
+    when each started before this batch (None for a new one), for the rollups' session counts."""
     first_seen: dict[str, str] = {}
     for event in events:
         session_id = event.get("session_id")
         if session_id and (session_id not in first_seen or event["timestamp"] < first_seen[session_id]):
             first_seen[session_id] = event["timestamp"]
     if not first_seen:
-        return {}
-    # New sessions are inserted with this batch's events applied, so only sessions stored before
-    # (or by a concurrent worker, whose row the insert skips) can need an update.
-    drafts = {sid: Session(project=project, client_id=sid, started_at=_when(ts)) for sid, ts in first_seen.items()}
-    _sessions_apply(drafts, session_events, first_seen)
-    Session.objects.bulk_create(drafts.values(), ignore_conflicts=True)
-    sessions = {s.client_id: s for s in Session.objects.filter(project=project, client_id__in=first_seen)}
-    rows_update(Session, SESSION_FIELDS, _sessions_apply(sessions, session_events, first_seen))
-    return sessions
+        return {}, {}
+    sessions = {
+        s.client_id: s for s in Session.objects.select_for_update(of=("self",))
+        .filter(project=project, client_id__in=first_seen).order_by("pk")
+    }
+    starts: dict[int, datetime | None] = {s.pk: s.started_at for s in sessions.values()}
+    # In client id order, so that two batches inserting the same new sessions wait in one order.
+    drafts = {sid: Session(project=project, client_id=sid, started_at=_when(first_seen[sid]))
+              for sid in sorted(first_seen.keys() - sessions.keys())}
+    changed = _sessions_apply({**sessions, **drafts}, session_events, first_seen)
+    try:
+        Session.objects.bulk_create(drafts.values())
+    except IntegrityError as exc:
+        # A concurrent worker stored one of these sessions since the lookup; a retry locks it.
+        raise BatchConflictError(str(exc)) from exc
+    rows_update(Session, SESSION_FIELDS, [session for session in changed if session.client_id in sessions])
+    starts.update((draft.pk, None) for draft in drafts.values())
+    return {**sessions, **drafts}, starts
 
 
 def _sessions_apply(

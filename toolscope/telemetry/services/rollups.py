@@ -1,24 +1,37 @@
 """Hourly rollups (ToolHourly, ProjectHourly): what the dashboard reads instead of raw rows.
 
-An hour's rollups are always recomputed whole from the raw rows and replace what was there
-(delete + insert in one transaction), never incremented: a rebuild is idempotent, and late data
-lands in its own hour once that hour is rebuilt. Processing marks the hours it touched
-(`dirty_hours_mark`); a periodic task claims and rebuilds them (`rollups_refresh`).
+Two ways keep them right:
+
+- **Deltas, at processing time** (`HourlyDelta`, `rollups_add`). Accounting holds every stored
+  row of the sessions a batch touches, before and after the batch: what the batch changed in each
+  (hour, tool) and each hour (calls, errors, tokens, duplicates, savings, turns called and
+  advertised, sessions, the turn budget sums) is added to the rollup rows in the batch's own
+  transaction. The figures are in the dashboard the moment the batch commits, whatever the size
+  of the hour; a batch processed twice adds nothing the second time, as its rows change nothing.
+  The one figure that is not a sum, the duration percentiles, is refreshed per hour by the rollup
+  task from the raw rows (processing leaves a percentile mark, `DirtyHour.full = False`).
+- **Rebuilds** (`rollups_rebuild`, `rollups_rebuild_all`, and a full mark's refresh): recompute
+  an hour whole from the raw rows and replace what was there. Idempotent; they repair anything.
 
 Concurrency, on PostgreSQL:
 
+- Per (project, hour) there is a transaction-level advisory lock: a rebuild holds it exclusively,
+  a batch adding deltas (and a percentile refresh) shares it. A rebuild therefore reads the raw
+  rows with no batch of its hours half-committed: the batches that committed before it are in the
+  raw rows it reads, the ones after it add their deltas to what it wrote. Locks are taken in hour
+  order, so lock waits form no cycle; PostgreSQL's deadlock detector backs that up (processing
+  retries an OperationalError; a failed refresh leaves its marks for the next one).
+- Batches of the same session are serialised by the session row's lock (processing.py), so two
+  batches never compute deltas from the same "before".
 - A refresher claims DirtyHour rows with SELECT ... FOR UPDATE SKIP LOCKED, deletes them at once
-  and rebuilds their hours in the same transaction. A crash rolls all of it back (the marks stay);
-  a second refresher skips the locked rows, so two refreshers never rebuild the same marks.
+  and rebuilds (or refreshes the percentiles of) their hours in the same transaction. A crash
+  rolls all of it back (the marks stay); a second refresher skips the locked rows.
 - A mark is INSERT ... ON CONFLICT DO UPDATE. Made while a claim of the same hour is open, it
   waits for the claim's transaction (the row is locked, then deleted); once the claim commits and
-  the row is gone, PostgreSQL retries the insert and a fresh mark survives, so the hour is rebuilt
-  again with whatever the marker wrote (the running rebuild could not see it). The choice is
-  re-marking rather than comparing marked_at. ON CONFLICT DO NOTHING would not wait on a row that
-  is only locked (between the claim's SELECT and its DELETE) and that mark would be lost.
-- A rebuild takes a transaction-level advisory lock per (project, hour), in hour order, before
-  reading: a refresh and a full rebuild of the same hour run one after the other, and the later
-  one reads the later data.
+  the row is gone, PostgreSQL retries the insert and a fresh mark survives, so the hour is done
+  again with whatever the marker wrote. ON CONFLICT DO NOTHING would not wait on a row that is
+  only locked (between the claim's SELECT and its DELETE) and that mark would be lost. A
+  percentile mark never turns a pending full mark into a percentile one.
 
 SQLite serialises writers: a rebuild deletes the old rollups first, which takes the write lock
 before anything is read.
@@ -48,6 +61,7 @@ from toolscope.telemetry.models import (
     ToolHourly,
     Turn,
 )
+from toolscope.telemetry.services.bulk import rows_update
 
 HOUR = timedelta(hours=1)
 DAY_HOURS = 24
@@ -137,27 +151,31 @@ def _hourly(queryset: QuerySet[Any], *, project_id: int, hours: list[datetime]) 
 # --- marks ---------------------------------------------------------------------------------------
 
 
-def dirty_hours_mark(*, project_id: int, timestamps: Iterable[datetime]) -> None:
-    """Mark the hours holding `timestamps` for rebuilding: one upsert, however many timestamps.
+def dirty_hours_mark(*, project_id: int, timestamps: Iterable[datetime], full: bool = True) -> None:
+    """Mark the hours holding `timestamps` for the rollup task: one upsert, however many timestamps.
+    A full mark asks for a rebuild; `full=False` only for the duration percentiles, and never
+    downgrades a full mark already pending.
 
     update_conflicts rather than ignore_conflicts so that a mark racing a claim waits for it and
     survives it (module docstring); bumping marked_at also shows how fresh the mark is."""
     now = timezone.now()
-    marks = [DirtyHour(project_id=project_id, hour=hour, marked_at=now) for hour in _hours_normalise(timestamps)]
+    marks = [DirtyHour(project_id=project_id, hour=hour, marked_at=now, full=full)
+             for hour in _hours_normalise(timestamps)]
     if marks:
         DirtyHour.objects.bulk_create(
-            marks, update_conflicts=True, unique_fields=["project", "hour"], update_fields=["marked_at"]
+            marks, update_conflicts=True, unique_fields=["project", "hour"],
+            update_fields=["marked_at", "full"] if full else ["marked_at"],
         )
 
 
-def _dirty_hours_claim(*, limit: int) -> list[tuple[int, datetime]]:
+def _dirty_hours_claim(*, limit: int) -> list[tuple[int, datetime, bool]]:
     """Claim and delete up to `limit` marks, oldest first; must run inside the rebuild's transaction."""
     queryset = DirtyHour.objects.order_by("marked_at", "id")
     if connection.features.has_select_for_update_skip_locked:
         queryset = queryset.select_for_update(skip_locked=True)
-    claimed = list(queryset.values_list("id", "project_id", "hour")[:limit])
-    DirtyHour.objects.filter(pk__in=[pk for pk, _, _ in claimed]).delete()
-    return [(project_id, hour) for _, project_id, hour in claimed]
+    claimed = list(queryset.values_list("id", "project_id", "hour", "full")[:limit])
+    DirtyHour.objects.filter(pk__in=[pk for pk, _, _, _ in claimed]).delete()
+    return [(project_id, hour, full) for _, project_id, hour, full in claimed]
 
 
 # --- reading raw rows ----------------------------------------------------------------------------
@@ -180,8 +198,7 @@ def _call_rows(*, project_id: int, hours: list[datetime]) -> dict[Key, dict[str,
         "times_called": Count(_TurnKey("session_id", "turn_index"), distinct=True),
     }
     if postgres:
-        aggregates["duration_p50_ms"] = PercentileCont("duration_ms", fraction=0.5)
-        aggregates["duration_p95_ms"] = PercentileCont("duration_ms", fraction=0.95)
+        aggregates.update(PERCENTILES)
     queryset = _hourly(ToolCall.objects.all(), project_id=project_id, hours=hours)
     rows = {(row.pop("hour"), row.pop("tool_name")): row
             for row in queryset.values("hour", "tool_name").annotate(**aggregates)}
@@ -190,14 +207,33 @@ def _call_rows(*, project_id: int, hours: list[datetime]) -> dict[Key, dict[str,
     return rows
 
 
-def _sqlite_percentiles(queryset: QuerySet[ToolCall], rows: dict[Key, dict[str, Any]]) -> None:
+PERCENTILES = {
+    "duration_p50_ms": PercentileCont("duration_ms", fraction=0.5),
+    "duration_p95_ms": PercentileCont("duration_ms", fraction=0.95),
+}
+
+
+def _percentile_rows(*, project_id: int, hours: list[datetime]) -> dict[Key, dict[str, Any]]:
+    """Duration percentiles per (hour, tool) that has durations: the one figure not kept by deltas."""
+    queryset = _hourly(ToolCall.objects.all(), project_id=project_id, hours=hours)
+    if connection.vendor == "postgresql":
+        timed = queryset.filter(duration_ms__isnull=False).values("hour", "tool_name").annotate(**PERCENTILES)
+        return {(row.pop("hour"), row.pop("tool_name")): row for row in timed}
+    rows: dict[Key, dict[str, Any]] = {}
+    _sqlite_percentiles(queryset, rows, timed_only=True)
+    return rows
+
+
+def _sqlite_percentiles(queryset: QuerySet[ToolCall], rows: dict[Key, dict[str, Any]], *,
+                        timed_only: bool = False) -> None:
     # SQLite only (the embedded default, small data): the durations come to Python.
     durations: dict[Key, list[float]] = defaultdict(list)
     for hour, tool_name, duration in queryset.filter(duration_ms__isnull=False).values_list(
         "hour", "tool_name", "duration_ms"
     ):
         durations[(hour, tool_name)].append(duration)
-    for key, row in rows.items():
+    for key in durations if timed_only else rows:
+        row = rows.setdefault(key, {})
         row["duration_p50_ms"] = percentile_cont(durations[key], 0.5)
         row["duration_p95_ms"] = percentile_cont(durations[key], 0.95)
 
@@ -295,14 +331,15 @@ def _project_hourly(
     return [ProjectHourly(project_id=project_id, hour=hour, **fields) for hour, fields in sorted(totals.items())]
 
 
-def _hours_lock(*, project_id: int, hours: list[datetime]) -> None:
-    """Serialise rebuilds of the same (project, hour) until commit (module docstring)."""
-    if connection.vendor != "postgresql":
+def _hours_lock(*, project_id: int, hours: list[datetime], shared: bool = False) -> None:
+    """Until commit: exclusive for a rebuild, shared for deltas and percentiles (module docstring)."""
+    if connection.vendor != "postgresql" or not hours:
         return
     keys = [int(hour.timestamp()) // 3600 for hour in hours]
+    function = "pg_advisory_xact_lock_shared" if shared else "pg_advisory_xact_lock"
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT pg_advisory_xact_lock(%s::integer, key) FROM unnest(%s::integer[]) AS key ORDER BY key",
+            f"SELECT {function}(%s::integer, key) FROM unnest(%s::integer[]) AS key ORDER BY key",  # noqa: S608
             [project_id, keys],
         )
 
@@ -336,19 +373,39 @@ def rollups_rebuild(*, project_id: int, hours: Iterable[datetime]) -> None:
 
 
 def rollups_refresh(*, limit: int = 500) -> int:
-    """Claim up to `limit` dirty hours and rebuild them, in one transaction so that a crash loses no
-    mark and a concurrent refresher skips them. Returns the number of hours rebuilt."""
+    """Claim up to `limit` dirty hours and rebuild them (full marks) or refresh their duration
+    percentiles, in one transaction so that a crash loses no mark and a concurrent refresher skips
+    them. Returns the number of hours done."""
     if limit <= 0:
         return 0
     with transaction.atomic():
         claimed = _dirty_hours_claim(limit=limit)
-        by_project: dict[int, list[datetime]] = defaultdict(list)
-        for project_id, hour in claimed:
-            by_project[project_id].append(hour)
+        rebuild: dict[int, list[datetime]] = defaultdict(list)
+        percentiles: dict[int, list[datetime]] = defaultdict(list)
+        for project_id, hour, full in claimed:
+            (rebuild if full else percentiles)[project_id].append(hour)
         # Projects in id order, hours sorted: advisory locks always taken in one global order.
-        for project_id in sorted(by_project):
-            rollups_rebuild(project_id=project_id, hours=by_project[project_id])
+        for project_id in sorted(rebuild):
+            rollups_rebuild(project_id=project_id, hours=rebuild[project_id])
+        for project_id in sorted(percentiles):
+            _percentiles_refresh(project_id=project_id, hours=percentiles[project_id])
     return len(claimed)
+
+
+def _percentiles_refresh(*, project_id: int, hours: list[datetime]) -> None:
+    hours = _hours_normalise(hours)
+    _hours_lock(project_id=project_id, hours=hours, shared=True)
+    values = _percentile_rows(project_id=project_id, hours=hours)
+    if not values:
+        return
+    rows = []
+    for pk, hour, tool_name, p50, p95 in ToolHourly.objects.filter(
+        project_id=project_id, hour__in=hours
+    ).values_list("pk", "hour", "tool_name", "duration_p50_ms", "duration_p95_ms"):
+        wanted = values.get((hour, tool_name))
+        if wanted and (wanted["duration_p50_ms"], wanted["duration_p95_ms"]) != (p50, p95):
+            rows.append(ToolHourly(pk=pk, **wanted))
+    rows_update(ToolHourly, tuple(PERCENTILES), rows)
 
 
 def _days_with_data(*, project_id: int | None) -> dict[int, set[datetime]]:

@@ -1,0 +1,182 @@
+"""What a batch changed in the hourly rollups, added to them in the batch's own transaction.
+
+Accounting (accounting.py) holds every stored row of the sessions a batch touches, before and
+after the batch. Each row's contribution to the rollups is a sum, so the batch's effect is
+(contributions after) - (contributions before), row by row, and only rows the batch inserted or
+changed contribute anything. The one exception among ToolHourly's figures, `times_called` (turns
+that called the tool), counts distinct (session, turn) pairs; a session belongs to one batch at a
+time (its row is locked), so a new call adds a turn exactly when no stored call of the same
+session, turn, tool and hour had it already. Duration percentiles are not sums: the hours with
+new durations get a percentile mark for the rollup task (rollups.py).
+
+`apply()` upserts the sums, `value = max(0, value + delta)`, with rows in (hour, tool) order so
+concurrent batches take row locks in one order; a rebuild in progress for one of the hours holds
+it exclusively, and the batch waits for it (rollups.py, module docstring).
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+from typing import Any
+
+from django.db import connection, models
+
+from toolscope.telemetry.models import ProjectHourly, ToolCallStatus, ToolHourly
+from toolscope.telemetry.services import rollups
+from toolscope.telemetry.services.rollups import CALL_TOTALS, TURN_BUDGET, Key, hour_floor
+
+TOOL_SUMS = ("calls", "errors", "output_tokens", "duplicates", "duplicate_tokens", "compactions",
+             "compaction_savings", "times_advertised", "times_called", "schema_tokens")
+PROJECT_SUMS = ("sessions", "turns", "tool_calls", "errors", "near_window_turns", *TURN_BUDGET,
+                "provider_input_tokens", "provider_output_tokens", "duplicate_tokens", "compaction_savings")
+# A call's accounting values, as accounting's CallState reads them.
+CALL_VALUES = ("started_at", "tool_name", "status", "output_tokens", "duplicate_of_id", "duplicate_tokens",
+               "artifact_id", "artifact__tokens_before", "artifact__tokens_after")
+UPSERT_ROWS = 200
+
+
+class HourlyDelta:
+    def __init__(self, project_id: int) -> None:
+        self.project_id = project_id
+        self.tools: dict[Key, Counter[str]] = defaultdict(Counter)
+        self.hours: dict[datetime, Counter[str]] = defaultdict(Counter)
+        self.timed_hours: set[datetime] = set()
+
+    # --- contributions ---------------------------------------------------------------------------
+
+    def call(self, values: Mapping[str, Any], sign: int) -> None:
+        """One tool call's contribution (`values` holds CALL_VALUES), added (+1) or taken back (-1)."""
+        row = self.tools[(hour_floor(values["started_at"]), values["tool_name"])]
+        row["calls"] += sign
+        row["errors"] += sign * (values["status"] != ToolCallStatus.OK)
+        row["output_tokens"] += sign * (values["output_tokens"] or 0)
+        row["duplicates"] += sign * (values["duplicate_of_id"] is not None)
+        row["duplicate_tokens"] += sign * (values["duplicate_tokens"] or 0)
+        if values["artifact_id"] is not None:
+            row["compactions"] += sign
+            saved = (values["artifact__tokens_before"] or 0) - (values["artifact__tokens_after"] or 0)
+            row["compaction_savings"] += sign * max(saved, 0)
+
+    def timed(self, started_at: datetime) -> None:
+        """A new call with a duration: its hour's percentiles are out of date."""
+        self.timed_hours.add(hour_floor(started_at))
+
+    def turns_called(self, stored: Iterable[tuple[int, int, str, datetime]],
+                     new: Iterable[tuple[int, int, str, datetime]]) -> None:
+        """+1 times_called per (hour, tool) for each (session, turn) the new calls add to it.
+        Keys are (session, turn index, tool, started_at)."""
+        new = list(new)
+        wanted = {(session, index, tool) for session, index, tool, _ in new}
+        seen = {(session, index, tool, hour_floor(at)) for session, index, tool, at in stored
+                if (session, index, tool) in wanted}
+        for session, index, tool, at in new:
+            key = (session, index, tool, hour_floor(at))
+            if key not in seen:
+                seen.add(key)
+                self.tools[(key[3], tool)]["times_called"] += 1
+
+    def turn(self, values: Mapping[str, Any], sign: int) -> None:
+        """One turn's contribution: counts, provider-reported tokens and its budget."""
+        row = self.hours[hour_floor(values["started_at"])]
+        row["turns"] += sign
+        row["near_window_turns"] += sign * bool(values["near_window"])
+        row["provider_input_tokens"] += sign * (values["input_tokens"] or 0)
+        row["provider_output_tokens"] += sign * (values["output_tokens"] or 0)
+        for name in TURN_BUDGET:
+            row[name] += sign * (values[name] or 0)
+
+    def advertised(self, turns: Iterable[Mapping[str, Any]]) -> None:
+        """New turns' advertised tools: times advertised and schema tokens per (hour, tool), priced
+        as a rebuild prices them (rollups._advertised)."""
+        counts: Counter[tuple[datetime, int]] = Counter(
+            (hour_floor(turn["started_at"]), turn["advertised_set_id"]) for turn in turns
+            if turn["advertised_set_id"] is not None
+        )
+        rows = [{"hour": hour, "advertised_set_id": set_id, "turns": n} for (hour, set_id), n in counts.items()]
+        for key, (times, tokens) in rollups._advertised(project_id=self.project_id, turn_rows=rows).items():
+            self.tools[key]["times_advertised"] += times
+            self.tools[key]["schema_tokens"] += tokens
+
+    def session(self, before: datetime | None, after: datetime) -> None:
+        """A session counts in the hour it started; an earlier event can move that hour."""
+        old = hour_floor(before) if before is not None else None
+        new = hour_floor(after)
+        if old != new:
+            if old is not None:
+                self.hours[old]["sessions"] -= 1
+            self.hours[new]["sessions"] += 1
+
+    # --- writing ---------------------------------------------------------------------------------
+
+    def apply(self) -> None:
+        tools = {key: row for key, row in self.tools.items() if any(row.values())}
+        hours: dict[datetime, Counter[str]] = defaultdict(Counter)
+        for hour, row in self.hours.items():
+            hours[hour].update(row)
+        for (hour, _), row in tools.items():
+            for field, source in CALL_TOTALS.items():
+                hours[hour][field] += row[source]
+        hours = {hour: row for hour, row in hours.items() if any(row.values())}
+        # Marked before the hours' locks are taken: a refresher holding a claimed mark may be
+        # waiting for a rebuild's exclusive lock, never for this batch's.
+        if self.timed_hours:
+            rollups.dirty_hours_mark(project_id=self.project_id, timestamps=self.timed_hours, full=False)
+        if not tools and not hours:
+            return
+        rollups._hours_lock(project_id=self.project_id, hours=sorted({*hours, *(hour for hour, _ in tools)}),
+                            shared=True)
+        _upsert(ToolHourly, ("project_id", "hour", "tool_name"), TOOL_SUMS,
+                [((self.project_id, hour, tool), row) for (hour, tool), row in sorted(tools.items())])
+        _upsert(ProjectHourly, ("project_id", "hour"), PROJECT_SUMS,
+                [((self.project_id, hour), row) for hour, row in sorted(hours.items())])
+        emptied = [hour for hour, row in hours.items() if min(row.values()) < 0]
+        if emptied:
+            # A rebuild keeps no row for an hour left with nothing (a session whose start moved).
+            ProjectHourly.objects.filter(project_id=self.project_id, hour__in=emptied, sessions=0, turns=0,
+                                         tool_calls=0).delete()
+
+
+def _upsert(model: type[models.Model], keys: tuple[str, ...], sums: tuple[str, ...],
+            rows: list[tuple[tuple[Any, ...], Counter[str]]]) -> None:
+    """Add each row's deltas to the row with its keys, rows in the given (sorted) order.
+
+    The increases go in one INSERT ... ON CONFLICT (keys) DO UPDATE SET sum = sum + excluded.sum
+    per chunk (PostgreSQL and SQLite alike). A decrease cannot ride along: the proposed row of an
+    upsert must pass the columns' `>= 0` checks even when it conflicts. Decreases are rare (a
+    stored row re-accounted, whose rollup row exists already) and go as UPDATEs, clamped at 0."""
+    if not rows:
+        return
+    meta = model._meta
+    key_fields = [meta.get_field(name) for name in keys]
+    table = meta.db_table
+    columns = ", ".join(f'"{field.column}"' for field in [*key_fields, *(meta.get_field(n) for n in sums)])
+    conflict = ", ".join(f'"{field.column}"' for field in key_fields)
+    increases = ", ".join(f'"{name}" = "{table}"."{name}" + excluded."{name}"' for name in sums)
+    greatest = "GREATEST" if connection.vendor == "postgresql" else "MAX"
+    where = " AND ".join(f'"{field.column}" = %s' for field in key_fields)
+    width = len(keys) + len(sums)
+    decreases: list[tuple[list[Any], dict[str, int]]] = []
+    with connection.cursor() as cursor:
+        for start in range(0, len(rows), UPSERT_ROWS):
+            chunk = rows[start:start + UPSERT_ROWS]
+            values = ", ".join(["(" + ", ".join(["%s"] * width) + ")"] * len(chunk))
+            params: list[Any] = []
+            for key, row in chunk:
+                prepared = [field.get_db_prep_save(value, connection)
+                            for field, value in zip(key_fields, key, strict=True)]
+                params += prepared + [max(row[name], 0) for name in sums]
+                negative = {name: row[name] for name in sums if row[name] < 0}
+                if negative:
+                    decreases.append((prepared, negative))
+            # Names come from the model's metadata, never from input; values are parameters.
+            cursor.execute(
+                f'INSERT INTO "{table}" ({columns}) VALUES {values} '  # noqa: S608
+                f"ON CONFLICT ({conflict}) DO UPDATE SET {increases}",
+                params,
+            )
+        for prepared, negative in decreases:
+            assignments = ", ".join(f'"{name}" = {greatest}(0, "{name}" + %s)' for name in negative)
+            cursor.execute(f'UPDATE "{table}" SET {assignments} WHERE {where}',  # noqa: S608
+                           [*negative.values(), *prepared])

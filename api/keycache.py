@@ -7,6 +7,11 @@ stores as `secret_hash`, so the revoking side can compute the entry's name from 
 key's entry. Entries expire after KEY_SECONDS, which bounds how long a revocation that skipped
 api_key_cache_forget (a raw UPDATE, a lost cache call) keeps a key working, and refreshes
 `last_used_at` (written by api_key_verify on a miss) at that resolution.
+
+Web processes also keep a verified key in memory for the policy poll (api/pollmemory.py). Any
+saved change to a key (its revocation, its name) and its deletion (a project's deletion deletes
+its keys) drop its entry once the transaction commits and, before the request that made the
+change returns, every process's memory of it (key_changed, connected in api/apps.py).
 """
 
 from __future__ import annotations
@@ -17,7 +22,9 @@ from collections.abc import Callable
 from typing import Any
 
 from django.core.cache import cache
+from django.db import transaction
 
+from toolscope.invalidation import invalidate_and_wait
 from toolscope.telemetry.models import ApiKey, Project
 from toolscope.telemetry.services.api_keys import (  # noqa: F401 - the cache key helpers are re-exported
     api_key_cache_forget,
@@ -32,7 +39,6 @@ KEY_SECONDS = 60
 MEMO_SIZE = 1024
 # Per process: the instance built from each cached entry (see _rebuilt).
 _instances: dict[str, tuple[tuple, ApiKey]] = {}
-
 
 
 def api_key_verify_cached(*, raw: str) -> ApiKey | None:
@@ -89,3 +95,16 @@ def _cache_call(method, *args):
     except Exception:
         logger.warning("API key cache unavailable; verifying against the database", exc_info=True)
         return None
+
+
+def key_changed(sender: type, instance: ApiKey, created: bool = False, **kwargs: Any) -> None:
+    """post_save and post_delete of ApiKey (a new key has nothing cached)."""
+    if created:
+        return
+    name = api_key_cache_key(prefix=instance.prefix, secret_hash=instance.secret_hash)
+    transaction.on_commit(lambda: _forget_everywhere(name), robust=True)
+
+
+def _forget_everywhere(name: str) -> None:
+    _cache_call(cache.delete, name)
+    invalidate_and_wait(names=[name])

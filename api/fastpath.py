@@ -24,9 +24,11 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import re
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterable
 from typing import Any
 from urllib.parse import parse_qsl
@@ -36,6 +38,7 @@ from django.core.cache import caches
 from django.core.exceptions import DisallowedHost
 from django.core.handlers.wsgi import WSGIRequest
 
+from api.pollmemory import PollMemory
 from api.replay import REPLAYED_MIDDLEWARE, replayed_headers
 from api.throttling import COUNTED, WINDOW_SECONDS, counted_key
 from api.views.policy import etag_matches
@@ -83,6 +86,11 @@ class PolicyRevalidation:
         # Those entries' values -> what Django decided (_ask_django); settings are fixed while serving.
         self.hosts: dict[tuple, bool | None] = {}
         self.headers = {secure: replayed_headers(secure) for secure in (False, True)}
+        # Started by the first poll of each process (a server may fork after loading the app, and
+        # the subscription's thread does not survive a fork).
+        self.memory: PollMemory | None = None
+        self._memory_lock = threading.Lock()
+        os.register_at_fork(after_in_child=_forgetting(self))
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         if environ.get("PATH_INFO") == PATH and environ.get("REQUEST_METHOD") == "GET":
@@ -103,7 +111,9 @@ class PolicyRevalidation:
         if secure is None:
             return None
         try:
-            etag = self._current_etag(environ, entry_key, label)
+            etag = self._remembered_etag(environ, entry_key, label, if_none_match)
+            if etag is False:
+                etag = self._current_etag(environ, entry_key, label)
         except Exception:  # Redis trouble: Django has its own fallbacks (the database)
             logger.warning("policy fast path: cache unavailable", exc_info=True)
             return None
@@ -111,7 +121,50 @@ class PolicyRevalidation:
             return None
         return [("ETag", etag), *self.headers[secure]]
 
+    def _remembered_etag(self, environ: dict[str, Any], entry_key: str, label: str,
+                         if_none_match: str) -> str | bool | None:
+        """From process memory: the ETag, None to let Django answer (the rate limit is reached),
+        or False when memory cannot tell (Redis can)."""
+        memory = self.memory or self._start_memory()
+        if memory is None:
+            return False
+        now = time.time()
+        found = memory.etag(entry_key, label, now)
+        if found is None:
+            return False
+        pk, etag = found
+        if if_none_match != etag and not etag_matches(if_none_match, etag):
+            return None  # Django sends the document and counts the request
+        limit = settings.API_RATE_LIMIT_PER_MINUTE
+        if limit:
+            over = memory.counts.admit(pk, limit, now)
+            if over is not None:
+                environ[COUNTED] = over
+                return None
+        memory.hits += 1
+        return etag
+
+    def _start_memory(self) -> PollMemory | None:
+        if not settings.POLICY_POLL_MEMORY:
+            return None
+        with self._memory_lock:
+            if self.memory is None:
+                self.memory = PollMemory(caches["default"])
+        return self.memory
+
+    def _forget_memory(self) -> None:
+        self.memory = None
+        self._memory_lock = threading.Lock()
+
+    def close(self) -> None:
+        """Stops this process's subscription (tests; a server just exits)."""
+        if self.memory is not None:
+            self.memory.close()
+            self.memory = None
+
     def _current_etag(self, environ: dict[str, Any], entry_key: str, label: str) -> str | None:
+        memory = self.memory
+        epoch = memory.epoch if memory is not None else 0  # read before anything is: see remember()
         store = getattr(self.local, "store", None)
         if store is None:  # Django keeps a cache instance per thread; reading its registry costs µs
             store = self.local.store = caches["default"]
@@ -138,6 +191,11 @@ class PolicyRevalidation:
         token, served = found.get(generation_key), found.get(label_key)
         if token is None or served is None or served[0] != token or served[3]:
             return None
+        if memory is not None:
+            now = time.time()
+            memory.remember(epoch, entry_key, pk=pk, project_id=project_id, label=label, etag=served[1], now=now)
+            if counter is not None:
+                memory.counts.observe(pk, used, now)
         return served[1]
 
     def _secure_and_allowed(self, environ: dict[str, Any]) -> bool | None:
@@ -159,6 +217,17 @@ class PolicyRevalidation:
             self.memo.clear()
         memo = self.memo[entry_key] = (key_entry[0], key_entry[3])
         return memo
+
+
+def _forgetting(layer: PolicyRevalidation) -> Callable[[], None]:
+    ref = weakref.ref(layer)
+
+    def forget() -> None:
+        alive = ref()
+        if alive is not None:
+            alive._forget_memory()
+
+    return forget
 
 
 def _label(query: str) -> str | None:

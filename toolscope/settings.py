@@ -230,6 +230,9 @@ INGEST_MAX_BODY_BYTES = env_int("INGEST_MAX_BODY_BYTES", 5_000_000, minimum=1024
 INGEST_MAX_EVENTS = env_int("INGEST_MAX_EVENTS", 1000, minimum=1)
 # Requests per minute per API key; 0 turns the limit off.
 API_RATE_LIMIT_PER_MINUTE = env_int("API_RATE_LIMIT_PER_MINUTE", 6000, minimum=0)
+# Web processes keep what a warm policy poll needs in memory, invalidated through Redis
+# (api/pollmemory.py, toolscope/invalidation.py); false: every poll makes its Redis round trip.
+POLICY_POLL_MEMORY = env_bool("POLICY_POLL_MEMORY", True)
 
 REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",

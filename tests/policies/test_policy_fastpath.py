@@ -18,6 +18,7 @@ from tests.admin.builders import make_policy
 from tests.factories import make_key
 from tests.policies.builders import make_catalog
 from tests.policies.wsgi_client import redis_cache, serve  # noqa: F401 - redis_cache is a fixture
+from toolscope.invalidation import invalidate_and_wait
 from toolscope.telemetry.services.api_keys import api_key_revoke
 
 pytestmark = pytest.mark.usefixtures("redis_cache")
@@ -50,7 +51,9 @@ def test_the_304_carries_the_headers_django_gives_it(agent_key, version, setting
     served = serve()
     warm(served, agent_key.secret, version.etag)
     fast = served.get(agent_key.secret, etag=version.etag, **meta)
-    caches["default"].delete(f"policy:generation:{version.project_id}")  # the next one must go to Django
+    generation = f"policy:generation:{version.project_id}"
+    caches["default"].delete(generation)  # the next one must go to Django
+    invalidate_and_wait(names=[generation])  # and not be answered from memory either
     slow = served.get(agent_key.secret, etag=version.etag, **meta)
     assert (fast.by_django, slow.by_django) == (False, True)
     assert (fast.status, slow.status) == (304, 304)

@@ -38,6 +38,7 @@ class Served:
 
     layer: PolicyRevalidation
     django_calls: list[str] = field(default_factory=list)
+    statuses: list[int] = field(default_factory=list)  # of every answer, in order
 
     def get(self, secret: str | None, *, etag: str | None = None, query: str = "label=production", **meta) -> Answer:
         if secret:
@@ -54,6 +55,7 @@ class Served:
             captured.update(status=int(status.split()[0]), headers=dict(headers))
 
         body = b"".join(self.layer(environ, start_response))
+        self.statuses.append(captured["status"])
         return Answer(captured["status"], captured["headers"], body, len(self.django_calls) > calls_before)
 
 
@@ -78,11 +80,16 @@ def django_app(calls: list[str]):
     return app
 
 
+_started: list[PolicyRevalidation] = []
+
+
 def serve() -> Served:
-    """A new web process's WSGI application (under the settings in force)."""
+    """A new web process's WSGI application (under the settings in force). Its memory and
+    invalidation subscription start with its first poll and stop with the redis_cache fixture."""
     calls: list[str] = []
     layer = policy_revalidation(django_app(calls))
     assert isinstance(layer, PolicyRevalidation), "the layer is off under these settings"
+    _started.append(layer)
     return Served(layer, calls)
 
 
@@ -96,6 +103,8 @@ def redis_cache(settings):
     settings.CACHES = {"default": {"BACKEND": "toolscope.cache.PooledRedisCache", "LOCATION": location,
                                    "KEY_PREFIX": prefix}}
     yield location
+    while _started:
+        _started.pop().close()
     client = redis.Redis.from_url(location)
     try:
         names = list(client.scan_iter(match=f"{prefix}:*"))

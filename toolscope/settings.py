@@ -95,6 +95,9 @@ _HEARTBEAT_SECONDS = env_int("WORKER_HEARTBEAT_SECONDS", 30, minimum=1)
 BATCH_SWEEP_PENDING_SECONDS = env_int("BATCH_SWEEP_PENDING_SECONDS", 60, minimum=1)
 BATCH_SWEEP_PROCESSING_SECONDS = env_int("BATCH_SWEEP_PROCESSING_SECONDS", 300, minimum=1)
 _SWEEP_SECONDS = env_int("BATCH_SWEEP_EVERY_SECONDS", 30, minimum=1)
+# The least time between two rollup tasks' starts (they refresh duration percentiles; everything
+# else is added by processing itself). A slow rollup spaces the next one further (workers.tasks).
+ROLLUP_MIN_INTERVAL_SECONDS = env_int("ROLLUP_MIN_INTERVAL_SECONDS", 2, minimum=0)
 CELERY_BEAT_SCHEDULE = {
     # Re-delivers batches whose message was lost or whose worker died: nothing accepted is lost.
     "sweep-batches": {

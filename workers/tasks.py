@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import random
 import socket
+import time
 from datetime import timedelta
 
 from celery import shared_task
@@ -88,26 +89,49 @@ def sweep_batches() -> int:
 
 
 # Set while a rollup task is queued and not started yet. Batches that finish meanwhile need no
-# task of their own: the queued one claims their marks too. Under load that turns one rollup per
-# batch (each re-aggregating the whole hour) into one per rollup's run time. The expiry bounds
-# the damage of a lost message; beat's periodic rollup catches any mark left behind.
+# task of their own: the queued one claims their marks too. The expiry bounds the damage of a lost
+# message; beat's periodic rollup catches any mark left behind.
 ROLLUP_QUEUED_KEY = "workers:rollup-queued"
 ROLLUP_QUEUED_SECONDS = 30
+# When the last rollup started and how long it ran. Batches add their figures to the rollups
+# themselves; what a rollup does under load is recompute the busy hour's duration percentiles, a
+# scan of the hour's calls that grows as the hour fills. So the next one waits until
+# ROLLUP_SPACING x the last one's run time has passed since it started (at least
+# ROLLUP_MIN_INTERVAL_SECONDS): percentiles take at most a third of one database core, and lag
+# a few run times behind. Capped well below the queued flag's expiry.
+ROLLUP_LAST_KEY = "workers:rollup-last"
+ROLLUP_SPACING = 3
+ROLLUP_MAX_DELAY_SECONDS = 20
 
 
 def rollup_request() -> None:
-    """Queue a rollup unless one is queued already (with the cache down, queue one anyway)."""
+    """Queue a rollup unless one is queued already (with the cache down, queue one anyway), spaced
+    after the last one (ROLLUP_LAST_KEY)."""
     try:
         if not cache.add(ROLLUP_QUEUED_KEY, 1, timeout=ROLLUP_QUEUED_SECONDS):
             return
     except Exception:
         logger.warning("cache unavailable; queueing a rollup without checking", exc_info=True)
     try:
-        rollup_dirty.apply_async(queue=settings.INGEST_QUEUE)
+        rollup_dirty.apply_async(queue=settings.INGEST_QUEUE, countdown=rollup_delay())
     except Exception:
         # The batch is done and its hours are marked: beat's periodic rollup picks them up.
         logger.warning("could not queue a rollup; beat's periodic one will run it", exc_info=True)
         _rollup_flag_clear()
+
+
+def rollup_delay(now: float | None = None) -> float:
+    """Seconds the next rollup should wait, from the last one's start and run time."""
+    try:
+        last = cache.get(ROLLUP_LAST_KEY)
+    except Exception:
+        return 0.0
+    if not last:
+        return 0.0
+    started, seconds = last
+    gap = max(settings.ROLLUP_MIN_INTERVAL_SECONDS, ROLLUP_SPACING * seconds)
+    wait = started + gap - (time.time() if now is None else now)
+    return round(min(max(wait, 0.0), ROLLUP_MAX_DELAY_SECONDS), 3)
 
 
 def _rollup_flag_clear() -> None:
@@ -120,4 +144,10 @@ def _rollup_flag_clear() -> None:
 @shared_task(name="workers.rollup_dirty", ignore_result=True, acks_late=True)
 def rollup_dirty() -> int:
     _rollup_flag_clear()  # before claiming marks: a batch finishing from here on queues the next rollup
-    return rollups_refresh()
+    started = time.time()
+    done = rollups_refresh()
+    try:
+        cache.set(ROLLUP_LAST_KEY, (started, time.time() - started), timeout=3600)
+    except Exception:
+        logger.warning("cache unavailable; the next rollup is not spaced", exc_info=True)
+    return done

@@ -128,9 +128,9 @@ def test_a_batch_waits_for_a_rebuild_of_its_hour_and_adds_on_top(project):
 def test_a_session_inserted_by_a_concurrent_worker_makes_the_batch_retry(project):
     batch = IngestBatch.objects.create(project=project, payload={"events": EVENTS}, event_count=len(EVENTS))
     outcome = _race(batch, (
-        "INSERT INTO telemetry_session (project_id, client_id, agent_name, model, started_at, metadata, turn_count,"
-        " tool_call_count, error_count, duplicate_tokens, near_window, created_at)"
-        " VALUES (%s, 's1', '', '', %s, '{}', 0, 0, 0, 0, false, %s)",
+        ("INSERT INTO telemetry_session (project_id, client_id, agent_name, model, started_at, metadata, turn_count,"
+         " tool_call_count, error_count, duplicate_tokens, near_window, created_at)"
+         " VALUES (%s, 's1', '', '', %s, '{}', 0, 0, 0, 0, false, %s)"),
         [project.pk, timezone.now(), timezone.now()],
     ))
     assert isinstance(outcome, BatchConflictError)

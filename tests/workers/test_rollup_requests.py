@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import time
 import uuid
 
 import kombu.exceptions
@@ -16,10 +18,10 @@ from workers import tasks
 def queue(settings):
     settings.INGEST_QUEUE = f"test_rollups_{uuid.uuid4().hex[:8]}"
     broker = redis.Redis.from_url(settings.CELERY_BROKER_URL)
-    cache.delete(tasks.ROLLUP_QUEUED_KEY)
+    cache.delete_many([tasks.ROLLUP_QUEUED_KEY, tasks.ROLLUP_LAST_KEY])
     yield lambda: broker.llen(settings.INGEST_QUEUE)
     broker.delete(settings.INGEST_QUEUE)
-    cache.delete(tasks.ROLLUP_QUEUED_KEY)
+    cache.delete_many([tasks.ROLLUP_QUEUED_KEY, tasks.ROLLUP_LAST_KEY])
 
 
 def test_batches_finishing_while_a_rollup_waits_queue_no_other(db, queue):
@@ -45,3 +47,32 @@ def test_a_rollup_that_could_not_be_queued_leaves_no_flag_behind(db, queue, monk
     monkeypatch.undo()
     tasks.rollup_request()  # the next batch queues one at once
     assert queue() == 1
+
+
+def test_the_next_rollup_is_spaced_after_a_slow_one(settings):
+    settings.ROLLUP_MIN_INTERVAL_SECONDS = 2
+    cache.delete(tasks.ROLLUP_LAST_KEY)
+    now = time.time()
+    assert tasks.rollup_delay(now) == 0  # none ran yet
+    cache.set(tasks.ROLLUP_LAST_KEY, (now - 1, 4.0))
+    assert tasks.rollup_delay(now) == 11  # 3 x 4 s from its start
+    cache.set(tasks.ROLLUP_LAST_KEY, (now - 1, 0.1))
+    assert tasks.rollup_delay(now) == 1  # the minimum interval, 2 s from its start
+    cache.set(tasks.ROLLUP_LAST_KEY, (now, 100.0))
+    assert tasks.rollup_delay(now) == tasks.ROLLUP_MAX_DELAY_SECONDS < tasks.ROLLUP_QUEUED_SECONDS
+    cache.set(tasks.ROLLUP_LAST_KEY, (now - 60, 4.0))
+    assert tasks.rollup_delay(now) == 0
+    cache.delete(tasks.ROLLUP_LAST_KEY)
+
+
+def test_a_rollup_records_its_run_and_the_next_one_is_queued_with_a_countdown(db, queue, settings):
+    settings.ROLLUP_MIN_INTERVAL_SECONDS = 5
+    tasks.rollup_dirty.apply()
+    started, seconds = cache.get(tasks.ROLLUP_LAST_KEY)
+    assert 0 <= time.time() - started < 60 and seconds >= 0
+    tasks.rollup_request()
+    broker = redis.Redis.from_url(settings.CELERY_BROKER_URL)
+    message = json.loads(broker.lindex(settings.INGEST_QUEUE, 0))
+    assert message["headers"]["task"] == "workers.rollup_dirty"
+    assert message["headers"]["eta"] is not None  # held by the worker until ~5 s after the last start
+

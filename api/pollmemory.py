@@ -37,15 +37,17 @@ COUNT_BATCH = 100
 class RateCounts:
     """Per-key rate-limit counts of polls answered from memory, added to the shared per-minute
     counter (api/throttling.py) in batches. A poll is admitted here only while the count last read
-    from Redis plus this process's unsent count stays within the limit, and a process never holds
-    more than COUNT_BATCH - 1 unsent polls of a key: so all processes together admit at most
-    (web processes) x (COUNT_BATCH - 1) polls of a key per minute beyond the limit."""
+    from Redis (plus what this process has sent since) plus this process's unsent count stays
+    within the limit, and a process never has more than COUNT_BATCH - 1 admitted polls of a key
+    that Redis has not counted yet (unsent or on their way): so all processes together admit at
+    most (web processes) x (COUNT_BATCH - 1) polls of a key per minute beyond the limit."""
 
     def __init__(self, cache: Any) -> None:
         self.cache = cache
         self.lock = threading.Lock()
         self.window = 0
         self.unsent: dict[int, int] = {}
+        self.sending: dict[int, int] = {}
         self.known: dict[int, int] = {}
 
     def admit(self, pk: int, limit: int, now: float) -> tuple[str, int] | None:
@@ -55,13 +57,13 @@ class RateCounts:
         with self.lock:
             self._roll(window)
             unsent = self.unsent.get(pk, 0) + 1
-            if unsent < COUNT_BATCH and self.known.get(pk, 0) + unsent <= limit:
+            if unsent + self.sending.get(pk, 0) < COUNT_BATCH and self.known.get(pk, 0) + unsent <= limit:
                 self.unsent[pk] = unsent
                 return None
             self.unsent[pk] = 0
-        counter = counted_key(pk=pk, window=window)
+            self._send({pk: unsent})
         used = self._add({pk: unsent}, window)[pk]
-        return None if used <= limit else (counter, used)
+        return None if used <= limit else (counted_key(pk=pk, window=window), used)
 
     def observe(self, pk: int, used: int, now: float) -> None:
         """The shared count a round trip read (api/fastpath.py counts those polls itself)."""
@@ -69,28 +71,41 @@ class RateCounts:
             self._roll(int(now // WINDOW_SECONDS))
             self.known[pk] = max(self.known.get(pk, 0), used)
 
-    def _roll(self, window: int) -> None:
-        if window != self.window:  # polls left unsent belong to a minute that is over
-            self.window, self.unsent, self.known = window, {}, {}
-
     def flush(self) -> None:
         with self.lock:
             unsent, window = self.unsent, self.window
             self.unsent = {}
+            self._send(unsent)
         if unsent:
             try:
                 self._add(unsent, window)
             except Exception:  # as api/throttling.py: with the cache down the limit fails open
                 logger.warning("could not add rate-limit counts", exc_info=True)
 
-    def _add(self, counts: dict[int, int], window: int) -> dict[int, int]:
-        client = self.cache._cache.get_client(write=True)
-        pipe = client.pipeline(transaction=False)
+    def _roll(self, window: int) -> None:
+        if window != self.window:  # polls left unsent belong to a minute that is over
+            self.window, self.unsent, self.sending, self.known = window, {}, {}, {}
+
+    def _send(self, counts: dict[int, int]) -> None:
+        # Counted as known at once: until Redis answers, this process must not admit them again.
         for pk, n in counts.items():
-            name = self.cache.make_key(counted_key(pk=pk, window=window))
-            pipe.set(name, 0, ex=WINDOW_SECONDS * 2, nx=True)
-            pipe.incrby(name, n)
-        replies = pipe.execute()
+            self.sending[pk] = self.sending.get(pk, 0) + n
+            self.known[pk] = self.known.get(pk, 0) + n
+
+    def _add(self, counts: dict[int, int], window: int) -> dict[int, int]:
+        try:
+            client = self.cache._cache.get_client(write=True)
+            pipe = client.pipeline(transaction=False)
+            for pk, n in counts.items():
+                name = self.cache.make_key(counted_key(pk=pk, window=window))
+                pipe.set(name, 0, ex=WINDOW_SECONDS * 2, nx=True)
+                pipe.incrby(name, n)
+            replies = pipe.execute()
+        finally:
+            with self.lock:
+                if window == self.window:
+                    for pk, n in counts.items():
+                        self.sending[pk] -= n
         used = {pk: int(replies[2 * i + 1]) for i, pk in enumerate(counts)}
         with self.lock:
             if window == self.window:

@@ -9,7 +9,10 @@ assertion: it only waits for the subscription to be up) and checks the poll came
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -17,6 +20,7 @@ from api import pollmemory
 from tests.admin.builders import make_policy
 from tests.factories import make_key
 from tests.policies.builders import make_catalog
+from tests.policies.poll_process import DJANGO
 from tests.policies.wsgi_client import Served, redis_cache, serve  # noqa: F401 - redis_cache is a fixture
 from toolscope.telemetry.services.api_keys import api_key_revoke
 
@@ -152,3 +156,69 @@ def test_the_memory_can_be_turned_off(agent_key, policy, publish, settings):
     answers = [served.get(agent_key.secret, etag=version.etag) for _ in range(3)]
     assert [(a.status, a.by_django) for a in answers] == [(304, True), (304, False), (304, False)]
     assert served.layer.memory is None
+
+
+class WebProcess:
+    """tests/policies/poll_process.py in a child process, on the test's cache."""
+
+    def __init__(self, settings) -> None:
+        cache = settings.CACHES["default"]
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "tests.policies.poll_process", cache["LOCATION"], cache["KEY_PREFIX"]],
+            cwd=Path(__file__).resolve().parents[2], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        )
+
+    def ask(self, *command: str) -> dict:
+        self.process.stdin.write(" ".join(command) + "\n")
+        self.process.stdin.flush()
+        return json.loads(self.process.stdout.readline())
+
+    def close(self) -> None:
+        self.process.stdin.close()
+        self.process.wait(timeout=30)
+
+
+@pytest.fixture
+def web_process(settings):
+    process = WebProcess(settings)
+    yield process
+    process.close()
+
+
+def remembered_in(web_process: WebProcess, secret: str, etag: str) -> None:
+    """Django (in this process) caches the key and the document; the child's round trip fills its
+    memory; its next poll comes from memory."""
+    serve().get(secret, etag=etag)
+    assert web_process.ask("poll", secret, etag)["status"] == 304
+    assert web_process.ask("lease")["leased"]
+    hits = web_process.ask("poll", secret, etag)["hits"]
+    if hits == 0:  # the fill raced with the subscription's start: again
+        hits = web_process.ask("poll", secret, etag)["hits"]
+    assert web_process.ask("poll", secret, etag) == {"status": 304, "hits": hits + 1}
+
+
+def test_another_process_sees_a_publish_on_its_next_poll(agent_key, policy, tools, publish, web_process):
+    old = publish(policy)
+    remembered_in(web_process, agent_key.secret, old.etag)
+    policy.always_on.add(tools["git_diff"])
+    publish(policy)
+    assert web_process.ask("poll", agent_key.secret, old.etag)["status"] == DJANGO  # not 304: Django's turn
+
+
+def test_another_process_refuses_a_revoked_key_on_its_next_poll(agent_key, policy, publish, web_process,
+                                                                django_capture_on_commit_callbacks):
+    version = publish(policy)
+    remembered_in(web_process, agent_key.secret, version.etag)
+    with django_capture_on_commit_callbacks(execute=True):
+        api_key_revoke(api_key=agent_key.api_key)
+    assert web_process.ask("poll", agent_key.secret, version.etag)["status"] == DJANGO
+
+
+def test_a_publish_waits_out_another_process_that_cannot_take_it(agent_key, policy, tools, publish, web_process):
+    old = publish(policy)
+    remembered_in(web_process, agent_key.secret, old.etag)
+    web_process.ask("stall")
+    policy.always_on.add(tools["git_diff"])
+    publish(policy)  # returns once the stalled process's lease has run out
+    assert web_process.ask("poll", agent_key.secret, old.etag)["status"] == DJANGO
+    web_process.ask("resume")

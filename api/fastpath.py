@@ -2,22 +2,29 @@
 
 Agents poll their policy every few seconds, and nearly every poll carries the current ETag and
 gets a 304. Through Django that answer costs the request and response objects, eight middleware,
-DRF's request wrapping, authentication, throttling and the view: several times the one Redis round
-trip it needs. This layer answers that one case and hands every other request, and every doubt,
-to Django untouched:
+DRF's request wrapping, authentication, throttling and the view: several times what the answer
+needs. This layer answers that one case and hands every other request, and every doubt, to Django
+untouched:
 
-- one pipelined round trip (toolscope.cache.PooledRedisCache.get_many_and_count) reads the key's
-  cached verification (api/keycache.py), the project's generation token and the label's entry
-  (policies/services/serving.py), and counts the request against the key's rate limit;
-- it answers 304 only when the key's entry is there and holds a scope that reads policies, names
-  the project the entries were read for, the label's entry was stored under the current token,
-  and If-None-Match matches its ETag. Anything else (no entry yet, a revoked key whose entry was
-  dropped, a publish or label move that replaced the token, the rate limit reached, a document to
-  send) goes to Django, which renders the answers and errors it always has and fills the cache.
+- from process memory (api/pollmemory.py) when this process has seen the key and the label and
+  its invalidation subscription holds a lease (toolscope/invalidation.py): no Redis round trip;
+  the poll is counted against the key's rate limit locally and added to Redis in batches;
+- otherwise with one pipelined round trip (toolscope.cache.PooledRedisCache.get_many_and_count)
+  that reads the key's cached verification (api/keycache.py), the project's generation token and
+  the label's entry (policies/services/serving.py), and counts the request against the key's
+  rate limit; what it finds current is remembered for the next poll.
 
-Freshness is decided in Redis on every request, never in this process, so a publish is seen by
-every web process at once. The headers Django's middleware would add are computed by that
-middleware itself (replayed_headers); with any other MIDDLEWARE list the layer stays off.
+It answers 304 only when the key's entry holds a scope that reads policies, names the project
+the entries were read for, the label's entry was stored under the current token, and
+If-None-Match matches its ETag. Anything else (no entry yet, a revoked key whose entry was
+dropped, a publish or label move that replaced the token, the rate limit reached, a document to
+send) goes to Django, which renders the answers and errors it always has and fills the cache.
+
+Freshness is decided by Redis: a publish, label move or key change replaces or deletes the entries
+there and returns only after every process subscribed has dropped its memory of them (or its lease
+has run out), so the next poll anywhere sees it. The headers Django's middleware would add are
+computed by that middleware itself (replayed_headers); with any other MIDDLEWARE list the layer
+stays off.
 """
 
 from __future__ import annotations

@@ -7,7 +7,9 @@ label replaces the token after commit. That closes the race where a reader that 
 label from the database stores it after the invalidation: its entry carries the old token and is
 ignored. A random token (not a counter) stays safe when the cache evicts it: a fresh one never
 equals the token of an older entry. Entries also expire, which bounds staleness if an
-invalidation is lost while Redis is down.
+invalidation is lost while Redis is down. Web processes that keep a label's ETag in memory for
+the warm poll (api/pollmemory.py) drop it before the invalidating request returns
+(toolscope/invalidation.py's barrier).
 
 Answers that say "nothing here" are cached the same way, so a project polling before its first
 publish does not reach the database either.

@@ -20,7 +20,7 @@ def rollup(*args: str) -> str:
 
 def test_without_all_refreshes_the_dirty_hours(dataset):
     dirty_hours_mark(project_id=dataset.pk, timestamps=[H0, H1])
-    assert "Rebuilt 2 dirty hours" in rollup("--limit", "1")
+    assert "Refreshed 2 dirty hours" in rollup("--limit", "1")
     assert not DirtyHour.objects.exists()
     assert ProjectHourly.objects.count() == 2
 

@@ -341,6 +341,7 @@ class DirtyHour(models.Model):
     marked_at = models.DateTimeField(auto_now=True)
     full = models.BooleanField(
         default=True,
+        db_default=True,  # a mark inserted by SQL alone (an operator, a benchmark) asks for a rebuild
         help_text="Rebuild the hour from raw rows; otherwise only its duration percentiles are refreshed "
                   "(processing adds everything else as it goes).",
     )

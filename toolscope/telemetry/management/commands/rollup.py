@@ -13,7 +13,8 @@ from toolscope.telemetry.services.rollups import rollups_rebuild_all, rollups_re
 
 class Command(BaseCommand):
     help = (
-        "Without --all: rebuild the hours marked dirty until none is left (what the periodic task does). "
+        "Without --all: do what the periodic task does until no mark is left (rebuild the hours marked "
+        "for a rebuild, refresh the duration percentiles of those processing marked). "
         "With --all: rebuild every hour that has data, of one project (--project) or of all."
     )
 
@@ -59,4 +60,4 @@ class Command(BaseCommand):
             if rebuilt < limit:
                 break
         elapsed = time.perf_counter() - started
-        self.stdout.write(self.style.SUCCESS(f"Rebuilt {total} dirty hours in {rounds} rounds in {elapsed:.2f} s."))
+        self.stdout.write(self.style.SUCCESS(f"Refreshed {total} dirty hours in {rounds} rounds in {elapsed:.2f} s."))

@@ -12,6 +12,7 @@ except for a few queries each time a key's cached verification expires).
 
     .venv/bin/python bench/policy_etag.py [--seconds 15] [--cache redis locmem]
         [--configs compose 2x1 2x4] [--connections 32] [--rate-limit] [--body] [--baseline]
+        [--publish-check N]
 
 `compose` (the default) runs the web service's command and environment from docker-compose.yml
 (granian, production settings) as tests/deploy/test_compose.py does. <workers>x<threads> runs
@@ -53,6 +54,34 @@ policy.always_on.set(tools[:6])
 print(policy_publish(policy=policy, user=None, comment="bench").etag)
 """
 POLICY = "/api/v1/policy"
+# --publish-check: publishes new versions while wrk polls, and right after each publish returns
+# polls with the previous ETag on fresh connections (each may land on any web process): every
+# answer must be a 200 with the new ETag. Reports how long publishes took (their wait for every
+# web process to drop its memory included) and the stale answers.
+PUBLISH_CHECK = """
+import json, os, time, httpx
+from toolscope.policies.models import Policy, Tool
+from toolscope.policies.services.publish import policy_publish
+policy = Policy.objects.get(project__slug="bench")
+tools = list(Tool.objects.filter(project=policy.project).order_by("name"))
+base, key, etag = os.environ["CHECK_BASE"], os.environ["CHECK_KEY"], os.environ["CHECK_ETAG"]
+times, stale, answers = [], 0, 0
+for i in range(int(os.environ["CHECK_ROUNDS"])):
+    policy.always_on.set(tools[: 7 + i % 2])
+    started = time.perf_counter()
+    new = policy_publish(policy=policy, user=None, comment="check").etag
+    times.append((time.perf_counter() - started) * 1000)
+    for _ in range(4):
+        with httpx.Client() as client:
+            answer = client.get(base + "/api/v1/policy",
+                                headers={"Authorization": "Bearer " + key, "If-None-Match": etag})
+        answers += 1
+        stale += answer.status_code != 200 or answer.headers.get("ETag") != new
+    etag = new
+times.sort()
+print(json.dumps({"publishes": len(times), "answers": answers, "stale": stale, "p50_ms": times[len(times) // 2],
+                  "max_ms": times[-1]}))
+"""
 STATS_FLUSH_SECONDS = 2.0
 UNITS = {"us": 0.001, "ms": 1.0, "s": 1000.0}
 
@@ -135,6 +164,22 @@ def run_policy(base: str, server: str | int, database_url: str, headers: dict[st
     return result
 
 
+def publish_check(env: dict[str, str], base: str, headers: dict[str, str], *, key: str, etag: str, rounds: int,
+                  connections: int) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        script = Path(tmp) / "headers.lua"
+        script.write_text("".join(f'wrk.headers["{name}"] = [[{value}]]\n' for name, value in headers.items()))
+        load = subprocess.Popen(["wrk", "-t2", f"-c{connections}", "-d600s", "-s", str(script), base + POLICY],
+                                stdout=subprocess.DEVNULL)
+        try:
+            check_env = {**env, "CHECK_BASE": base, "CHECK_KEY": key, "CHECK_ETAG": etag, "CHECK_ROUNDS": str(rounds)}
+            print("publish check under load:", manage(check_env, "shell", "-c", PUBLISH_CHECK).strip().splitlines()[-1],
+                  flush=True)
+        finally:
+            load.terminate()
+            load.wait()
+
+
 def report(cache: str, config: str, what: str, r: dict[str, float | int]) -> None:
     in_flight = r["rps"] * r["mean"] / 1000
     print(f"{cache:7} {config:7} {what:7} {r['rps']:7,.0f}  {r['p50']:6.2f}ms {r['p90']:6.2f}ms {r['p99']:7.2f}ms "
@@ -171,6 +216,8 @@ def main() -> None:
     parser.add_argument("--rate-limit", action="store_true", help="per-key rate limit on (production)")
     parser.add_argument("--body", action="store_true", help="no If-None-Match: measure 200s")
     parser.add_argument("--baseline", action="store_true", help="also measure /healthz on each config")
+    parser.add_argument("--publish-check", type=int, default=0, metavar="N",
+                        help="then publish N versions under wrk load, polling after each (see PUBLISH_CHECK)")
     args = parser.parse_args()
     print(f"GET {POLICY}, {'200 with body' if args.body else '304 (If-None-Match current)'}, "
           f"wrk -t2 -c{args.connections} -d{args.seconds}s, rate limit {'on' if args.rate_limit else 'off'}")
@@ -188,6 +235,9 @@ def main() -> None:
                     result = run_policy(base, cpu_of, database_url, headers, expect=200 if args.body else 304,
                                         warm=concurrency * 4, seconds=args.seconds, connections=args.connections)
                     report(cache, config, "policy", result)
+                    if args.publish_check:
+                        publish_check(env, base, headers, key=key, etag=etag, rounds=args.publish_check,
+                                      connections=args.connections)
                     if args.baseline:
                         healthz = wrk(base, "/healthz", {}, seconds=args.seconds, connections=args.connections,
                                       server=cpu_of)

@@ -168,3 +168,25 @@ def test_processing_marks_only_percentiles_and_a_full_mark_survives(policy_proje
     assert rollups_refresh() == 2
     assert ToolHourly.objects.get(hour=HOURS[1]).duration_p50_ms == 7.0
     assert ToolHourly.objects.get(hour=HOURS[0]).duration_p50_ms == 5.0
+
+
+def test_a_percentile_mark_made_during_the_refresh_survives_it(policy_project, monkeypatch):
+    """Percentile marks are not claimed (a batch re-marking the hour must not wait for a refresh
+    of seconds): a mark bumped while the refresh ran is left for the next one."""
+    from toolscope.telemetry.services import rollups as module
+
+    process(policy_project, [{"type": "tool_call", "id": "s1:c1", "session_id": "s1", "turn_index": 0,
+                              "tool_name": "bash", "output": "ok\n", "duration_ms": 5.0,
+                              "timestamp": HOURS[0].isoformat()}])
+    refresh = module._percentiles_refresh
+
+    def refresh_while_a_batch_marks(**kwargs):
+        refresh(**kwargs)
+        module.dirty_hours_mark(project_id=policy_project.pk, timestamps=[HOURS[0]], full=False)
+
+    monkeypatch.setattr(module, "_percentiles_refresh", refresh_while_a_batch_marks)
+    assert rollups_refresh() == 1
+    assert list(DirtyHour.objects.values_list("hour", "full")) == [(HOURS[0], False)]
+    monkeypatch.undo()
+    assert rollups_refresh() == 1
+    assert not DirtyHour.objects.exists()

@@ -23,9 +23,10 @@ Concurrency, on PostgreSQL:
   retries an OperationalError; a failed refresh leaves its marks for the next one).
 - Batches of the same session are serialised by the session row's lock (processing.py), so two
   batches never compute deltas from the same "before".
-- A refresher claims DirtyHour rows with SELECT ... FOR UPDATE SKIP LOCKED, deletes them at once
-  and rebuilds (or refreshes the percentiles of) their hours in the same transaction. A crash
-  rolls all of it back (the marks stay); a second refresher skips the locked rows.
+- A refresher claims full DirtyHour marks with SELECT ... FOR UPDATE SKIP LOCKED, deletes them
+  at once and rebuilds their hours in the same transaction. A crash rolls all of it back (the
+  marks stay); a second refresher skips the locked rows. Percentile marks are read, not claimed,
+  and deleted after the refresh only if still as read (`rollups_refresh`).
 - A mark is INSERT ... ON CONFLICT DO UPDATE. Made while a claim of the same hour is open, it
   waits for the claim's transaction (the row is locked, then deleted); once the claim commits and
   the row is gone, PostgreSQL retries the insert and a fresh mark survives, so the hour is done
@@ -168,14 +169,14 @@ def dirty_hours_mark(*, project_id: int, timestamps: Iterable[datetime], full: b
         )
 
 
-def _dirty_hours_claim(*, limit: int) -> list[tuple[int, datetime, bool]]:
-    """Claim and delete up to `limit` marks, oldest first; must run inside the rebuild's transaction."""
-    queryset = DirtyHour.objects.order_by("marked_at", "id")
+def _dirty_hours_claim(*, limit: int) -> list[tuple[int, datetime]]:
+    """Claim and delete up to `limit` full marks, oldest first; must run inside the rebuild's transaction."""
+    queryset = DirtyHour.objects.filter(full=True).order_by("marked_at", "id")
     if connection.features.has_select_for_update_skip_locked:
         queryset = queryset.select_for_update(skip_locked=True)
-    claimed = list(queryset.values_list("id", "project_id", "hour", "full")[:limit])
-    DirtyHour.objects.filter(pk__in=[pk for pk, _, _, _ in claimed]).delete()
-    return [(project_id, hour, full) for _, project_id, hour, full in claimed]
+    claimed = list(queryset.values_list("id", "project_id", "hour")[:limit])
+    DirtyHour.objects.filter(pk__in=[pk for pk, _, _ in claimed]).delete()
+    return [(project_id, hour) for _, project_id, hour in claimed]
 
 
 # --- reading raw rows ----------------------------------------------------------------------------
@@ -373,23 +374,37 @@ def rollups_rebuild(*, project_id: int, hours: Iterable[datetime]) -> None:
 
 
 def rollups_refresh(*, limit: int = 500) -> int:
-    """Claim up to `limit` dirty hours and rebuild them (full marks) or refresh their duration
-    percentiles, in one transaction so that a crash loses no mark and a concurrent refresher skips
-    them. Returns the number of hours done."""
+    """Rebuild up to `limit` hours with a full mark, then refresh the duration percentiles of the
+    hours with a percentile mark (within the same limit). Returns the number of hours done.
+
+    Full marks are claimed and rebuilt in one transaction, so that a crash loses no mark and a
+    concurrent refresher skips them. Percentile marks are only read: the hour's percentiles are
+    recomputed and committed, then each mark is deleted if no batch re-marked it meanwhile. A
+    claim would hold the mark's row lock while the percentiles are computed (seconds, on a full
+    hour), and every batch of that hour, which re-marks it, would wait that long."""
     if limit <= 0:
         return 0
     with transaction.atomic():
         claimed = _dirty_hours_claim(limit=limit)
         rebuild: dict[int, list[datetime]] = defaultdict(list)
-        percentiles: dict[int, list[datetime]] = defaultdict(list)
-        for project_id, hour, full in claimed:
-            (rebuild if full else percentiles)[project_id].append(hour)
+        for project_id, hour in claimed:
+            rebuild[project_id].append(hour)
         # Projects in id order, hours sorted: advisory locks always taken in one global order.
         for project_id in sorted(rebuild):
             rollups_rebuild(project_id=project_id, hours=rebuild[project_id])
-        for project_id in sorted(percentiles):
-            _percentiles_refresh(project_id=project_id, hours=percentiles[project_id])
-    return len(claimed)
+    marks = list(DirtyHour.objects.filter(full=False).order_by("marked_at", "id")
+                 .values_list("id", "project_id", "hour", "marked_at")[:limit - len(claimed)])
+    by_project: dict[int, list[tuple[int, datetime, datetime]]] = defaultdict(list)
+    for pk, project_id, hour, marked_at in marks:
+        by_project[project_id].append((pk, hour, marked_at))
+    for project_id, project_marks in sorted(by_project.items()):
+        with transaction.atomic():
+            _percentiles_refresh(project_id=project_id, hours=[hour for _, hour, _ in project_marks])
+        seen = Q()
+        for pk, _, marked_at in project_marks:
+            seen |= Q(pk=pk, marked_at=marked_at)
+        DirtyHour.objects.filter(seen, full=False).delete()
+    return len(claimed) + len(marks)
 
 
 def _percentiles_refresh(*, project_id: int, hours: list[datetime]) -> None:

@@ -58,6 +58,7 @@ from _stack import (
 from processing_throughput import DUPLICATE_SHARE, code_version, output_2kb, output_pool, policy_setup
 
 BROKER = os.environ.get("BENCH_ROLLUP_BROKER", "redis://127.0.0.1:6379/5")
+CACHE = os.environ.get("BENCH_ROLLUP_CACHE", "redis://127.0.0.1:6379/5")
 SESSION_CALLS = 50
 POLL_SECONDS = 0.05
 TARGET_SECONDS = 5.0
@@ -216,7 +217,9 @@ def main() -> None:
 
     with scratch_database() as database_url:
         env = stack_env(database_url)
-        env.update(CELERY_BROKER_URL=BROKER, INGEST_QUEUE=queue)
+        # The cache on Redis, as in production: the rollup task's coalescing and spacing flags
+        # (workers.tasks) must be shared by the worker's processes (locmem is per process).
+        env.update(CELERY_BROKER_URL=BROKER, INGEST_QUEUE=queue, CACHE_URL=CACHE)
         manage(env, "migrate", "-v0")
         key = create_key(env)
         policy_setup(env)
@@ -328,7 +331,7 @@ def main() -> None:
     print(f"command: .venv/bin/python bench/rollup_latency.py --seconds {args.seconds:g} --rate {args.rate:g} "
           f"--events {args.events} --concurrency {args.concurrency}")
     print(f"code: {version}; stack: gunicorn 2 sync workers, celery worker --concurrency {args.concurrency} "
-          f"(prefork), celery beat; broker {BROKER} queue {queue}")
+          f"(prefork), celery beat; broker {BROKER} queue {queue}; cache {CACHE}")
     print("load average 1/5/15 min: before {}, end of sending {} (2 cores)".format(
         *(" ".join(f"{v:.2f}" for v in load) for load in (load_before, load_during))))
     print(f"sending started at {minute_start} UTC; tool calls already in the hour: {preloaded:,}")

@@ -143,11 +143,26 @@ def _rollup_flag_clear() -> None:
 
 @shared_task(name="workers.rollup_dirty", ignore_result=True, acks_late=True)
 def rollup_dirty() -> int:
-    _rollup_flag_clear()  # before claiming marks: a batch finishing from here on queues the next rollup
     started = time.time()
+    # Recorded at the start, with the previous run time as the estimate: the next rollup, queued
+    # by a batch finishing while this one runs, is spaced from this start, not from the last one's.
+    _rollup_last_record(started, _rollup_last_seconds())
+    _rollup_flag_clear()  # before claiming marks: a batch finishing from here on queues the next rollup
     done = rollups_refresh()
+    _rollup_last_record(started, time.time() - started)
+    return done
+
+
+def _rollup_last_seconds() -> float:
     try:
-        cache.set(ROLLUP_LAST_KEY, (started, time.time() - started), timeout=3600)
+        last = cache.get(ROLLUP_LAST_KEY)
+    except Exception:
+        return 0.0
+    return float(last[1]) if last else 0.0
+
+
+def _rollup_last_record(started: float, seconds: float) -> None:
+    try:
+        cache.set(ROLLUP_LAST_KEY, (started, seconds), timeout=3600)
     except Exception:
         logger.warning("cache unavailable; the next rollup is not spaced", exc_info=True)
-    return done

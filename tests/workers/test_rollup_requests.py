@@ -76,3 +76,19 @@ def test_a_rollup_records_its_run_and_the_next_one_is_queued_with_a_countdown(db
     assert message["headers"]["task"] == "workers.rollup_dirty"
     assert message["headers"]["eta"] is not None  # held by the worker until ~5 s after the last start
 
+
+def test_a_rollup_queued_while_one_runs_is_spaced_from_that_ones_start(db, queue, settings, monkeypatch):
+    """With two worker processes, a batch finishing while a slow rollup runs must not start a
+    second one beside it: the running one's start is recorded when it starts."""
+    settings.ROLLUP_MIN_INTERVAL_SECONDS = 0
+    cache.set(tasks.ROLLUP_LAST_KEY, (time.time() - 3600, 4.0))  # the last one, long ago, ran 4 s
+    delays = []
+
+    def refresh_while_a_batch_finishes(**kwargs):
+        delays.append(tasks.rollup_delay())
+        return 0
+
+    monkeypatch.setattr(tasks, "rollups_refresh", refresh_while_a_batch_finishes)
+    tasks.rollup_dirty.apply()
+    assert 11 <= delays[0] <= 12  # 3 x 4 s from this one's start
+

@@ -6,7 +6,9 @@ import logging
 import random
 import socket
 import time
+import uuid
 from datetime import timedelta
+from typing import Any
 
 from celery import shared_task
 from django.conf import settings
@@ -106,14 +108,16 @@ ROLLUP_MAX_DELAY_SECONDS = 20
 
 def rollup_request() -> None:
     """Queue a rollup unless one is queued already (with the cache down, queue one anyway), spaced
-    after the last one (ROLLUP_LAST_KEY)."""
+    after the last one (ROLLUP_LAST_KEY). The flag holds the queued task's id: only that task
+    clears it when it starts."""
+    task_id = str(uuid.uuid4())
     try:
-        if not cache.add(ROLLUP_QUEUED_KEY, 1, timeout=ROLLUP_QUEUED_SECONDS):
+        if not cache.add(ROLLUP_QUEUED_KEY, task_id, timeout=ROLLUP_QUEUED_SECONDS):
             return
     except Exception:
         logger.warning("cache unavailable; queueing a rollup without checking", exc_info=True)
     try:
-        rollup_dirty.apply_async(queue=settings.INGEST_QUEUE, countdown=rollup_delay())
+        rollup_dirty.apply_async(queue=settings.INGEST_QUEUE, countdown=rollup_delay(), task_id=task_id)
     except Exception:
         # The batch is done and its hours are marked: beat's periodic rollup picks them up.
         logger.warning("could not queue a rollup; beat's periodic one will run it", exc_info=True)
@@ -122,10 +126,7 @@ def rollup_request() -> None:
 
 def rollup_delay(now: float | None = None) -> float:
     """Seconds the next rollup should wait, from the last one's start and run time."""
-    try:
-        last = cache.get(ROLLUP_LAST_KEY)
-    except Exception:
-        return 0.0
+    last = _cache_get(ROLLUP_LAST_KEY)
     if not last:
         return 0.0
     started, seconds = last
@@ -141,8 +142,16 @@ def _rollup_flag_clear() -> None:
         logger.warning("cache unavailable; the rollup-queued flag expires by itself", exc_info=True)
 
 
-@shared_task(name="workers.rollup_dirty", ignore_result=True, acks_late=True)
-def rollup_dirty() -> int:
+@shared_task(name="workers.rollup_dirty", bind=True, ignore_result=True, acks_late=True)
+def rollup_dirty(self) -> int:
+    """Refresh marked hours. The queued rollup always runs; another (beat's periodic one, a
+    duplicate message) only when none is queued and the last one is not too recent, so rollups
+    never pile up back to back."""
+    queued = _cache_get(ROLLUP_QUEUED_KEY)
+    if queued is not None and queued != self.request.id:
+        return 0  # the queued one will take the marks
+    if queued is None and rollup_delay() > 0:
+        return 0  # one ran just now; the next batch, or beat's next tick, queues the next
     started = time.time()
     # Recorded at the start, with the previous run time as the estimate: the next rollup, queued
     # by a batch finishing while this one runs, is spaced from this start, not from the last one's.
@@ -153,11 +162,15 @@ def rollup_dirty() -> int:
     return done
 
 
-def _rollup_last_seconds() -> float:
+def _cache_get(key: str) -> Any:
     try:
-        last = cache.get(ROLLUP_LAST_KEY)
+        return cache.get(key)
     except Exception:
-        return 0.0
+        return None
+
+
+def _rollup_last_seconds() -> float:
+    last = _cache_get(ROLLUP_LAST_KEY)
     return float(last[1]) if last else 0.0
 
 

@@ -32,7 +32,7 @@ def test_batches_finishing_while_a_rollup_waits_queue_no_other(db, queue):
 
 def test_once_the_rollup_starts_the_next_batch_queues_another(db, queue):
     tasks.rollup_request()
-    tasks.rollup_dirty.apply()  # the queued rollup runs (here, in-process)
+    tasks.rollup_dirty.apply(task_id=cache.get(tasks.ROLLUP_QUEUED_KEY))  # the queued rollup runs (in-process)
     tasks.rollup_request()
     assert queue() == 2
 
@@ -91,4 +91,23 @@ def test_a_rollup_queued_while_one_runs_is_spaced_from_that_ones_start(db, queue
     monkeypatch.setattr(tasks, "rollups_refresh", refresh_while_a_batch_finishes)
     tasks.rollup_dirty.apply()
     assert 11 <= delays[0] <= 12  # 3 x 4 s from this one's start
+
+
+def test_another_rollup_gives_way_to_the_queued_one_and_to_a_recent_one(db, queue, settings, monkeypatch):
+    """Beat's periodic rollup (or a duplicate message) must not run beside or right after the
+    queued one: that made rollups of seconds run back to back under load."""
+    settings.ROLLUP_MIN_INTERVAL_SECONDS = 2
+    runs = []
+    monkeypatch.setattr(tasks, "rollups_refresh", lambda **kwargs: runs.append(1) or 0)
+    tasks.rollup_request()
+    queued = cache.get(tasks.ROLLUP_QUEUED_KEY)
+    tasks.rollup_dirty.apply()  # beat's, while one is queued
+    assert (runs, cache.get(tasks.ROLLUP_QUEUED_KEY)) == ([], queued)
+    tasks.rollup_dirty.apply(task_id=queued)  # the queued one
+    assert runs == [1] and cache.get(tasks.ROLLUP_QUEUED_KEY) is None
+    tasks.rollup_dirty.apply()  # beat's, right after it
+    assert runs == [1]
+    cache.set(tasks.ROLLUP_LAST_KEY, (time.time() - 60, 1.0))
+    tasks.rollup_dirty.apply()  # beat's, a minute later: the safety net runs
+    assert runs == [1, 1]
 

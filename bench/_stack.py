@@ -204,7 +204,8 @@ def postmaster_pid(database_url: str) -> int:
     """The PostgreSQL server process (the parent of every backend), when it runs on this machine."""
     with psycopg.connect(database_url) as conn:
         backend = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
-    return int(Path(f"/proc/{backend}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        # Read while the connection is open: the backend process exits with it.
+        return int(Path(f"/proc/{backend}/stat").read_text().rsplit(")", 1)[1].split()[1])
 
 
 def cpu_delta(before: dict[str, dict[int, float]], after: dict[str, dict[int, float]]) -> dict[str, float]:

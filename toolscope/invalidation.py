@@ -174,16 +174,20 @@ class Subscription:
             logger.debug("could not remove subscriber %s", self.id, exc_info=True)
 
     def _run(self) -> None:
-        failures = 0
+        failures = 0  # in a row, counting only those of a subscription that never got a lease
         while not self._stopped.is_set():
             connection = None
             try:
                 connection = self._connect()
-                failures = 0
                 self._listen(connection)
             except Exception:
-                logger.warning("cache invalidation subscription lost; polls use the round trip", exc_info=True)
-                failures += 1
+                # A connection that opens but cannot serve (EVAL or PUBLISH refused, messages never
+                # coming back) fails within a moment every time: only a lease shows it worked.
+                failures = 1 if self.leased.is_set() else failures + 1
+                if failures == 1:
+                    logger.warning("cache invalidation subscription lost; polls use the round trip", exc_info=True)
+                else:  # retrying with backoff; said once above
+                    logger.debug("cache invalidation subscription still failing", exc_info=True)
             finally:
                 self._distrust()
                 if connection is not None:

@@ -129,9 +129,12 @@ def rollup_delay(now: float | None = None) -> float:
     last = _cache_get(ROLLUP_LAST_KEY)
     if not last:
         return 0.0
-    started, seconds = last
+    now = time.time() if now is None else now
+    started, seconds = last[:2]
+    if _rollup_running(now):
+        seconds = max(seconds, now - started)  # it has run this long already
     gap = max(settings.ROLLUP_MIN_INTERVAL_SECONDS, ROLLUP_SPACING * seconds)
-    wait = started + gap - (time.time() if now is None else now)
+    wait = started + gap - now
     return round(min(max(wait, 0.0), ROLLUP_MAX_DELAY_SECONDS), 3)
 
 
@@ -152,14 +155,21 @@ def rollup_dirty(self) -> int:
         return 0  # the queued one will take the marks
     if queued is None and rollup_delay() > 0:
         return 0  # one ran just now; the next batch, or beat's next tick, queues the next
+    if queued is not None and _rollup_running() and not self.request.is_eager:
+        # Queued while the last one ran, it is due before that one finished: wait for it, spaced
+        # by its run time so far, rather than scan the same hours beside it.
+        delay = rollup_delay()
+        if delay > 0:
+            raise self.retry(countdown=delay, max_retries=None)
     started = time.time()
-    # Recorded at the start, with the previous run time as the estimate: the next rollup, queued
-    # by a batch finishing while this one runs, is spaced from this start, not from the last one's.
-    _rollup_last_record(started, _rollup_last_seconds())
+    # Recorded at the start, as running, with the previous run time as the estimate: the next
+    # rollup, queued by a batch finishing while this one runs, is spaced from this start.
+    _rollup_last_record(started, _rollup_last_seconds(), running=True)
     _rollup_flag_clear()  # before claiming marks: a batch finishing from here on queues the next rollup
-    done = rollups_refresh()
-    _rollup_last_record(started, time.time() - started)
-    return done
+    try:
+        return rollups_refresh()
+    finally:
+        _rollup_last_record(started, time.time() - started, running=False)
 
 
 def _cache_get(key: str) -> Any:
@@ -174,8 +184,15 @@ def _rollup_last_seconds() -> float:
     return float(last[1]) if last else 0.0
 
 
-def _rollup_last_record(started: float, seconds: float) -> None:
+def _rollup_running(now: float | None = None) -> bool:
+    """A rollup started and has not finished (one killed past the hard time limit does not count)."""
+    last = _cache_get(ROLLUP_LAST_KEY)
+    now = time.time() if now is None else now
+    return bool(last and len(last) > 2 and last[2] and now - last[0] < settings.CELERY_TASK_TIME_LIMIT)
+
+
+def _rollup_last_record(started: float, seconds: float, *, running: bool) -> None:
     try:
-        cache.set(ROLLUP_LAST_KEY, (started, seconds), timeout=3600)
+        cache.set(ROLLUP_LAST_KEY, (started, seconds, running), timeout=3600)
     except Exception:
         logger.warning("cache unavailable; the next rollup is not spaced", exc_info=True)

@@ -68,8 +68,8 @@ def test_the_next_rollup_is_spaced_after_a_slow_one(settings):
 def test_a_rollup_records_its_run_and_the_next_one_is_queued_with_a_countdown(db, queue, settings):
     settings.ROLLUP_MIN_INTERVAL_SECONDS = 5
     tasks.rollup_dirty.apply()
-    started, seconds = cache.get(tasks.ROLLUP_LAST_KEY)
-    assert 0 <= time.time() - started < 60 and seconds >= 0
+    started, seconds, running = cache.get(tasks.ROLLUP_LAST_KEY)
+    assert 0 <= time.time() - started < 60 and seconds >= 0 and running is False
     tasks.rollup_request()
     broker = redis.Redis.from_url(settings.CELERY_BROKER_URL)
     message = json.loads(broker.lindex(settings.INGEST_QUEUE, 0))
@@ -110,4 +110,28 @@ def test_another_rollup_gives_way_to_the_queued_one_and_to_a_recent_one(db, queu
     cache.set(tasks.ROLLUP_LAST_KEY, (time.time() - 60, 1.0))
     tasks.rollup_dirty.apply()  # beat's, a minute later: the safety net runs
     assert runs == [1, 1]
+
+
+def test_the_queued_rollup_due_while_the_last_still_runs_waits_for_it(db, queue, settings, monkeypatch):
+    """Queued right after a slow rollup started (spaced by that one's previous, short run), the
+    next one is due before it ends: it retries later instead of scanning the same hours beside it."""
+    from celery.exceptions import Retry
+
+    settings.ROLLUP_MIN_INTERVAL_SECONDS = 0
+    runs = []
+    monkeypatch.setattr(tasks, "rollups_refresh", lambda **kwargs: runs.append(1) or 0)
+    monkeypatch.setattr(tasks.rollup_dirty, "apply_async", lambda *args, **kwargs: None)  # the retry's message
+    cache.set(tasks.ROLLUP_LAST_KEY, (time.time() - 2, 0.1, True))  # started 2 s ago, still running
+    cache.set(tasks.ROLLUP_QUEUED_KEY, "the-queued-one")
+    assert 3.9 < tasks.rollup_delay() <= 4  # 3 x the 2 s it has run so far, from its start
+    tasks.rollup_dirty.push_request(id="the-queued-one", is_eager=False)
+    try:
+        with pytest.raises(Retry):
+            tasks.rollup_dirty.run()
+    finally:
+        tasks.rollup_dirty.pop_request()
+    assert runs == [] and cache.get(tasks.ROLLUP_QUEUED_KEY) == "the-queued-one"
+    cache.set(tasks.ROLLUP_LAST_KEY, (time.time() - 2, 0.1, False))  # it finished
+    tasks.rollup_dirty.apply(task_id="the-queued-one")
+    assert runs == [1]
 

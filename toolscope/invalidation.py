@@ -17,12 +17,18 @@ hold:
   still the latest, takes a **lease**: REGISTRY records Redis's clock + LEASE_MS, the process
   trusts its memory until its own clock, read before asking, + LEASE_MS - MARGIN. Each subscriber
   publishes an empty message every RENEW_SECONDS to keep its lease.
+- **Registration**: before subscribing, a subscriber records itself in REGISTRY with no lease
+  (its lease "ended" at Redis's current time), so every process the channel reaches has an entry
+  there.
 - **Barrier** (invalidate_and_wait, called by whoever changed the entries, after the change):
-  publishes a message naming what changed, then waits until every unexpired lease has
-  acknowledged it and at least as many subscribers acknowledged as PUBLISH delivered it to. A
-  subscriber that does not answer (stuck, its connection silently gone) is waited out: its lease
-  ends within LEASE_MS, after which it trusts nothing until it has handled the message. So the
-  barrier returns within LEASE_MS + MARGIN at worst, typically within a few milliseconds.
+  publishes a message naming what changed, then waits until every subscriber has either
+  acknowledged it or provably holds no lease (its entry's lease has ended: it trusts nothing
+  until it has handled the message), and the entries so accounted for are at least as many as
+  PUBLISH delivered the message to. A subscriber that does not answer (stuck, its connection
+  silently gone) is waited out only until its lease ends, once: a later barrier finds its lease
+  already over and does not wait for it. So the barrier returns within the longest remaining
+  lease (LEASE_MS) at worst, typically within a few milliseconds; LEASE_MS + MARGIN caps it when
+  REGISTRY was lost (fewer entries than subscribers).
 
 A lease taken after the barrier's message was published requires that message handled (its seq
 is no longer the latest otherwise), and a lease taken before it is either acknowledged or waited
@@ -59,25 +65,40 @@ CHANNEL = "memory:invalidate"
 RETRY_SECONDS = (0.1, 0.5, 1, 2, 5)
 
 _NOW_MS = "local t = redis.call('TIME') local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) "
-# KEYS[1] registry; ARGV channel, payload after the seq. Also forgets subscribers whose lease
-# ended over a minute ago (stopped processes). Fields: `seq`, and per subscriber "<ack> <lease end>".
+# KEYS[1] registry; ARGV channel, payload after the seq. Fields: `seq`, and per subscriber
+# "<ack> <lease end>". Also forgets subscribers whose lease ended over a minute ago (stopped
+# processes), but never so many that fewer entries than subscribers remain: a process still
+# subscribed but hung keeps an entry, or a stopped one's stands in for it (the barrier counts them).
 PUBLISH = _NOW_MS + """
 local seq = redis.call('HINCRBY', KEYS[1], 'seq', 1)
 local receivers = redis.call('PUBLISH', ARGV[1], seq .. ARGV[2])
 local fields = redis.call('HGETALL', KEYS[1])
+local spare = (#fields / 2 - 1) - receivers
 for i = 1, #fields, 2 do
+  if spare <= 0 then break end
   if fields[i] ~= 'seq' then
     local ends = tonumber(string.match(fields[i + 1], ' (%d+)$'))
-    if ends < now - 60000 then redis.call('HDEL', KEYS[1], fields[i]) end
+    if ends < now - 60000 then
+      redis.call('HDEL', KEYS[1], fields[i])
+      spare = spare - 1
+    end
   end
 end
 return {seq, receivers}
 """
-# KEYS[1] registry; ARGV id, seq handled, lease ms. Returns 1 when the lease was granted.
+# KEYS[1] registry; ARGV id. A subscriber about to subscribe, holding no lease.
+REGISTER = _NOW_MS + """
+local old = redis.call('HGET', KEYS[1], ARGV[1])
+local acked = old and string.match(old, '^(%d+) ') or '0'
+redis.call('HSET', KEYS[1], ARGV[1], acked .. ' ' .. now)
+"""
+# KEYS[1] registry; ARGV id, seq handled, lease ms. Returns 1 when the lease was granted. An
+# entry that is missing (REGISTRY lost since the subscriber registered) may have held a lease:
+# it is recreated as if one lasted LEASE_MS more.
 ACKNOWLEDGE = _NOW_MS + """
 local seq = tonumber(ARGV[2])
 local old = redis.call('HGET', KEYS[1], ARGV[1])
-local acked, ends = 0, now
+local acked, ends = 0, now + tonumber(ARGV[3])
 if old then
   acked, ends = string.match(old, '^(%d+) (%d+)$')
   acked, ends = tonumber(acked), tonumber(ends)
@@ -89,20 +110,21 @@ end
 redis.call('HSET', KEYS[1], ARGV[1], math.max(acked, seq) .. ' ' .. ends)
 return granted
 """
-# KEYS[1] registry; ARGV seq. Returns {subscribers that acknowledged seq, ms until the last
-# unexpired lease of one that has not ends}.
+# KEYS[1] registry; ARGV seq. Returns {subscribers that acknowledged seq, those that have not
+# and hold no lease, ms until the last unexpired lease of one that has not ends}.
 PENDING = _NOW_MS + """
 local seq = tonumber(ARGV[1])
 local fields = redis.call('HGETALL', KEYS[1])
-local acked, wait = 0, 0
+local acked, lapsed, wait = 0, 0, 0
 for i = 1, #fields, 2 do
   if fields[i] ~= 'seq' then
     local a, e = string.match(fields[i + 1], '^(%d+) (%d+)$')
     if tonumber(a) >= seq then acked = acked + 1
-    elseif tonumber(e) > now then wait = math.max(wait, tonumber(e) - now) end
+    elseif tonumber(e) > now then wait = math.max(wait, tonumber(e) - now)
+    else lapsed = lapsed + 1 end
   end
 end
-return {acked, wait}
+return {acked, lapsed, wait}
 """
 
 
@@ -127,17 +149,23 @@ def invalidate_and_wait(*, names: list[str]) -> bool:
         payload = "".join(" " + cache.make_key(name) for name in names)
         started = time.monotonic()
         seq, receivers = client.eval(PUBLISH, 1, cache.make_key(REGISTRY), cache.make_key(CHANNEL), payload)
-        pause = 0.0005
+        pause, waited = 0.0005, False
         while True:
-            acked, wait_ms = client.eval(PENDING, 1, cache.make_key(REGISTRY), seq)
-            if wait_ms == 0 and acked >= receivers:
-                return True
+            acked, lapsed, wait_ms = client.eval(PENDING, 1, cache.make_key(REGISTRY), seq)
+            # Every subscriber has acknowledged or holds no lease (a hung one whose lease ran out
+            # cannot answer from memory): nothing to wait for.
+            if wait_ms == 0 and acked + lapsed >= receivers:
+                if acked < receivers:
+                    (logger.warning if waited else logger.debug)(
+                        "cache invalidation: %d of %d web processes did not answer; their leases ran out",
+                        receivers - acked, receivers)
+                return acked >= receivers
             if time.monotonic() - started > LEASE_MS / 1000 + MARGIN:
                 logger.warning("cache invalidation: %d of %d web processes did not answer; their leases ran out",
                                receivers - acked, receivers)
                 return False
             time.sleep(pause)
-            pause = min(pause * 2, 0.02)
+            pause, waited = min(pause * 2, 0.02), True
     except Exception:
         logger.warning("cache invalidation could not be published; web processes' leases run out", exc_info=True)
         return False
@@ -204,6 +232,7 @@ class Subscription:
         connection.send_command("CLIENT", "TRACKING", "ON", "BCAST", *prefixes)
         if connection.read_response() not in (b"OK", "OK"):
             raise ConnectionError("CLIENT TRACKING refused")
+        self.cache._cache.get_client(write=True).eval(REGISTER, 1, self.cache.make_key(REGISTRY), self.id)
         connection.send_command("SUBSCRIBE", self.cache.make_key(CHANNEL))
         reply = connection.read_response(push_request=True)
         if not reply or reply[0] != b"subscribe":

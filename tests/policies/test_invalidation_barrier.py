@@ -1,0 +1,88 @@
+"""The invalidation barrier (toolscope/invalidation.py) on the real Redis, with subscriptions in
+this process: a subscriber that cannot answer is waited out until its lease ends, once, and never
+longer than that lease."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import redis
+from django.core.cache import caches
+
+from tests.policies.wsgi_client import redis_cache  # noqa: F401 - a fixture
+from toolscope import invalidation
+from toolscope.invalidation import LEASE_MS, invalidate_and_wait
+
+pytestmark = pytest.mark.usefixtures("redis_cache")
+
+
+@pytest.fixture
+def subscribe():
+    started: list[invalidation.Subscription] = []
+
+    def _subscribe() -> invalidation.Subscription:
+        subscription = invalidation.Subscription(caches["default"], prefixes=["apikey:"], drop=lambda names: None,
+                                                 tick=lambda: None)
+        subscription.start()
+        started.append(subscription)
+        assert subscription.leased.wait(10), "no lease"
+        return subscription
+
+    yield _subscribe
+    for subscription in started:
+        subscription.close()
+
+
+def _client():
+    return caches["default"]._cache.get_client(write=True)
+
+
+def _lease_left_ms(subscription: invalidation.Subscription) -> int:
+    """How long Redis still counts the subscriber's lease."""
+    client = _client()
+    entry = client.hget(caches["default"].make_key(invalidation.REGISTRY), subscription.id)
+    seconds, micros = client.time()
+    return int(entry.split()[1]) - (seconds * 1000 + micros // 1000)
+
+
+def test_a_hung_process_is_waited_out_once_not_at_every_barrier(subscribe):
+    subscribe()
+    hung = subscribe()
+    with hung.handling:  # subscribed, but its thread handles nothing: no acknowledgement, no renewal
+        assert invalidate_and_wait(names=["apikey:a"]) is False  # waits until its lease has ended
+        started = time.monotonic()
+        for name in ("apikey:b", "apikey:c", "apikey:d"):
+            assert invalidate_and_wait(names=[name]) is False
+        # Its lease is over: the live subscriber's acknowledgement is all these barriers wait for.
+        assert time.monotonic() - started < LEASE_MS / 1000 / 2
+
+
+def test_a_barrier_waits_no_longer_than_the_lease_of_a_process_that_does_not_answer(subscribe):
+    hung = subscribe()
+    with hung.handling:
+        while (left := _lease_left_ms(hung)) > LEASE_MS / 2:  # until Redis counts it at most 1 s more
+            time.sleep(0.01)
+        started = time.monotonic()
+        invalidate_and_wait(names=["apikey:a"])
+        assert time.monotonic() - started < left / 1000 + 0.3  # not the whole LEASE_MS + MARGIN
+
+
+def test_a_process_hung_for_minutes_keeps_its_entry_and_does_not_hold_barriers(subscribe):
+    # As a process subscribed long ago whose thread hung: its connection still receives messages,
+    # its entry's lease ended minutes ago. Publishing must not forget it (it would then count as
+    # a subscriber nobody accounts for, and every barrier would wait the whole deadline).
+    cache = caches["default"]
+    registry = cache.make_key(invalidation.REGISTRY)
+    connection = redis.Redis(connection_pool=cache._cache._get_connection_pool(True)).pubsub()
+    connection.subscribe(cache.make_key(invalidation.CHANNEL))
+    try:
+        assert connection.get_message(timeout=5)["type"] == "subscribe"
+        seconds, _ = _client().time()
+        _client().hset(registry, "hung", f"0 {(seconds - 120) * 1000}")
+        started = time.monotonic()
+        assert invalidate_and_wait(names=["apikey:a"]) is False
+        assert time.monotonic() - started < LEASE_MS / 1000 / 2
+        assert _client().hget(registry, "hung") is not None
+    finally:
+        connection.close()

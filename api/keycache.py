@@ -22,9 +22,8 @@ from collections.abc import Callable
 from typing import Any
 
 from django.core.cache import cache
-from django.db import transaction
 
-from toolscope.invalidation import invalidate_and_wait
+from toolscope.invalidation import invalidate_on_commit
 from toolscope.telemetry.models import ApiKey, Project
 from toolscope.telemetry.services.api_keys import (  # noqa: F401 - the cache key helpers are re-exported
     api_key_cache_forget,
@@ -102,9 +101,5 @@ def key_changed(sender: type, instance: ApiKey, created: bool = False, **kwargs:
     if created:
         return
     name = api_key_cache_key(prefix=instance.prefix, secret_hash=instance.secret_hash)
-    transaction.on_commit(lambda: _forget_everywhere(name), robust=True)
-
-
-def _forget_everywhere(name: str) -> None:
-    _cache_call(cache.delete, name)
-    invalidate_and_wait(names=[name])
+    # One barrier for all the keys a transaction changes (a project's deletion, an admin action).
+    invalidate_on_commit(change=lambda: _cache_call(cache.delete, name), names=[name])

@@ -29,6 +29,10 @@ hold:
   already over and does not wait for it. So the barrier returns within the longest remaining
   lease (LEASE_MS) at worst, typically within a few milliseconds; LEASE_MS + MARGIN caps it when
   REGISTRY was lost (fewer entries than subscribers).
+- **One barrier per transaction** (invalidate_on_commit): the cache changes registered inside a
+  transaction are made once it commits, in order, followed by a single barrier for all of them.
+  An admin action that revokes 30 keys, or deletes a project and its keys, waits once, not once
+  per key; wrap a loop of changes in `transaction.atomic()` to share the barrier.
 
 A lease taken after the barrier's message was published requires that message handled (its seq
 is no longer the latest otherwise), and a lease taken before it is either acknowledged or waited
@@ -53,6 +57,7 @@ from collections.abc import Callable
 from typing import Any
 
 from django.core.cache import caches
+from django.db import transaction
 
 logger = logging.getLogger(__name__)
 
@@ -169,6 +174,50 @@ def invalidate_and_wait(*, names: list[str]) -> bool:
     except Exception:
         logger.warning("cache invalidation could not be published; web processes' leases run out", exc_info=True)
         return False
+
+
+class _Batch:
+    """The cache changes of one transaction and the names they change (invalidate_on_commit)."""
+
+    def __init__(self) -> None:
+        self.changes: list[Callable[[], None]] = []
+        self.names: dict[str, None] = {}
+        self.done = False
+
+    def run(self) -> None:
+        self.done = True
+        for change in self.changes:
+            try:
+                change()
+            except Exception:  # as on_commit(robust=True): the other changes and the barrier still run
+                logger.warning("cache change after commit failed", exc_info=True)
+        invalidate_and_wait(names=list(self.names))
+
+
+_batches = threading.local()
+
+
+def invalidate_on_commit(*, change: Callable[[], None], names: list[str]) -> None:
+    """Once the current transaction commits (at once outside a transaction): `change()` (the
+    cache write that makes `names` current), then the barrier for `names`. The changes registered
+    in one transaction all run first, then one barrier covers all their names. A change
+    registered in a savepoint that later rolls back still runs if the transaction commits (an
+    extra invalidation only costs a cache miss)."""
+    connection = transaction.get_connection()
+    if not connection.in_atomic_block:
+        batch = _Batch()
+        batch.changes.append(change)
+        batch.names.update(dict.fromkeys(names))
+        batch.run()
+        return
+    batch = getattr(_batches, "current", None)
+    # The transaction's batch is the one whose run() is still waiting for this commit (a batch
+    # whose transaction rolled back is no longer in the list; a run one is done).
+    if batch is None or batch.done or not any(entry[1] == batch.run for entry in connection.run_on_commit):
+        batch = _batches.current = _Batch()
+        transaction.on_commit(batch.run, robust=True)
+    batch.changes.append(change)
+    batch.names.update(dict.fromkeys(names))
 
 
 class Subscription:

@@ -9,10 +9,15 @@ import time
 import pytest
 import redis
 from django.core.cache import caches
+from django.db import transaction
 
+from tests.admin.conftest import admin_url
+from tests.factories import make_key
 from tests.policies.wsgi_client import redis_cache  # noqa: F401 - a fixture
 from toolscope import invalidation
 from toolscope.invalidation import LEASE_MS, invalidate_and_wait
+from toolscope.policies.models import PolicyLabel
+from toolscope.telemetry.models import ApiKey
 
 pytestmark = pytest.mark.usefixtures("redis_cache")
 
@@ -86,3 +91,57 @@ def test_a_process_hung_for_minutes_keeps_its_entry_and_does_not_hold_barriers(s
         assert _client().hget(registry, "hung") is not None
     finally:
         connection.close()
+
+
+def _barriers() -> int:
+    """Barriers published so far (no subscription runs here, so nothing else publishes)."""
+    seq = _client().hget(caches["default"].make_key(invalidation.REGISTRY), "seq")
+    return int(seq or 0)
+
+
+def test_revoking_many_keys_in_the_admin_waits_one_barrier(root_client, project, django_capture_on_commit_callbacks):
+    keys = [make_key(project, scopes=["policy:read"]).api_key for _ in range(3)]
+    with django_capture_on_commit_callbacks(execute=True):
+        response = root_client.post(admin_url(ApiKey, "changelist"),
+                                    {"action": "revoke_keys", "_selected_action": [key.pk for key in keys]})
+    assert response.status_code == 302
+    assert ApiKey.objects.filter(revoked_at__isnull=True).count() == 0
+    assert _barriers() == 1
+
+
+def test_deleting_a_project_with_many_keys_waits_one_barrier(project, django_capture_on_commit_callbacks):
+    for _ in range(3):
+        make_key(project, scopes=["policy:read"])
+    with django_capture_on_commit_callbacks(execute=True):
+        project.delete()
+    assert not ApiKey.objects.exists()
+    assert _barriers() == 1
+
+
+def test_rolling_back_many_labels_in_the_admin_waits_one_barrier(root_client, policy, tools, publish, move,
+                                                                django_capture_on_commit_callbacks):
+    first = publish(policy)
+    move(first, "canary")
+    policy.always_on.add(tools["git_diff"])
+    second = publish(policy)
+    move(second, "canary")
+    labels = PolicyLabel.objects.filter(version=second)
+    assert labels.count() == 2
+    before = _barriers()
+    with django_capture_on_commit_callbacks(execute=True):
+        response = root_client.post(admin_url(PolicyLabel, "changelist"),
+                                    {"action": "roll_back", "_selected_action": [label.pk for label in labels]})
+    assert response.status_code == 302
+    assert set(PolicyLabel.objects.values_list("version", flat=True)) == {first.pk}
+    assert _barriers() == before + 1
+
+
+def test_changes_in_one_transaction_are_all_made_before_their_one_barrier(db, monkeypatch,
+                                                                         django_capture_on_commit_callbacks):
+    made: list[str] = []
+    monkeypatch.setattr(invalidation, "invalidate_and_wait", lambda names: made.append(f"barrier {names}"))
+    with django_capture_on_commit_callbacks(execute=True), transaction.atomic():
+        for name in ("a", "b"):
+            invalidation.invalidate_on_commit(change=lambda name=name: made.append(name), names=[name])
+        assert made == []
+    assert made == ["a", "b", "barrier ['a', 'b']"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.contrib import admin, messages
+from django.db import transaction
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils.html import format_html_join
@@ -79,18 +80,20 @@ class PolicyLabelAdmin(ProjectScopedPickersMixin, admin.ModelAdmin):
         label_delete(label=obj, user=request.user)
 
     def delete_queryset(self, request: HttpRequest, queryset: QuerySet[PolicyLabel]) -> None:
-        for label in queryset.select_related("project", "version"):
-            label_delete(label=label, user=request.user)
+        with transaction.atomic():  # one commit: agents' caches wait one invalidation barrier for all
+            for label in queryset.select_related("project", "version"):
+                label_delete(label=label, user=request.user)
 
     @admin.action(description="Roll back to the previous version", permissions=["change"])
     def roll_back(self, request: HttpRequest, queryset: QuerySet[PolicyLabel]) -> None:
-        for label in queryset.select_related("project", "version"):
-            previous = policy_version_previous(version=label.version)
-            if previous is None:
-                self.message_user(request, f"{label}: no earlier version.", messages.WARNING)
-                continue
-            label_move(project=label.project, name=label.name, version=previous, user=request.user)
-            self.message_user(request, f"{label.project}:{label.name} → v{previous.number}.", messages.SUCCESS)
+        with transaction.atomic():  # as delete_queryset
+            for label in queryset.select_related("project", "version"):
+                previous = policy_version_previous(version=label.version)
+                if previous is None:
+                    self.message_user(request, f"{label}: no earlier version.", messages.WARNING)
+                    continue
+                label_move(project=label.project, name=label.name, version=previous, user=request.user)
+                self.message_user(request, f"{label.project}:{label.name} → v{previous.number}.", messages.SUCCESS)
 
     @admin.display(description="version", ordering="version__number")
     def version_number(self, obj: PolicyLabel) -> str:

@@ -25,9 +25,8 @@ from typing import Any
 
 import orjson
 from django.core.cache import cache
-from django.db import transaction
 
-from toolscope.invalidation import invalidate_and_wait
+from toolscope.invalidation import invalidate_on_commit
 from toolscope.policies.models import PolicyVersion
 from toolscope.policies.selectors import policy_label_names, policy_label_version
 
@@ -82,13 +81,9 @@ def policy_served(
 def policy_served_invalidate(*, project_id: int) -> None:
     """Every label of the project is read again from the database, once the transaction commits;
     web processes' memory of them (api/pollmemory.py) is dropped before this returns."""
-    transaction.on_commit(lambda: _replace_generation(project_id))
-
-
-def _replace_generation(project_id: int) -> None:
     key = _generation_key(project_id)
-    _cache_call(cache.set, key, _token(), None)
-    invalidate_and_wait(names=[key])
+    # The changes of one transaction share one barrier (toolscope/invalidation.py).
+    invalidate_on_commit(change=lambda: _cache_call(cache.set, key, _token(), None), names=[key])
 
 
 def document_body(*, document: dict[str, Any], label: str) -> bytes:

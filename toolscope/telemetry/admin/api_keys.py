@@ -92,10 +92,11 @@ class ApiKeyAdmin(admin.ModelAdmin):
     @admin.action(description="Revoke selected keys", permissions=["change"])
     def revoke_keys(self, request: HttpRequest, queryset: QuerySet[ApiKey]) -> None:
         revoked = 0
-        for api_key in queryset.filter(revoked_at__isnull=True):
-            api_key_revoke(api_key=api_key)
-            self.log_change(request, api_key, "Revoked.")
-            revoked += 1
+        with transaction.atomic():  # one commit, so web processes' memory waits one barrier for all
+            for api_key in queryset.filter(revoked_at__isnull=True):
+                api_key_revoke(api_key=api_key)
+                self.log_change(request, api_key, "Revoked.")
+                revoked += 1
         self.message_user(request, f"Revoked {revoked} key(s).", messages.SUCCESS)
 
     def add_view(self, request: HttpRequest, form_url: str = "", extra_context=None) -> HttpResponse:

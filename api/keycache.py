@@ -12,18 +12,27 @@ Web processes also keep a verified key in memory for the policy poll (api/pollme
 saved change to a key (its revocation, its name) and its deletion (a project's deletion deletes
 its keys) drop its entry once the transaction commits and, before the request that made the
 change returns, every process's memory of it (key_changed, connected in api/apps.py).
+
+A request that read the key's row before the change committed must not store what it read after
+the entry was dropped (the revoked key would verify from the cache for KEY_SECONDS). Each entry
+has a **token** (`apikey-token:<entry>`, a random value): a fill reads it before reading the row
+and stores the entry only if the token is still the same (one script on Redis; elsewhere it
+checks again after storing and takes the entry back). A change replaces the token before it
+drops the entry. A token that expires or is evicted is replaced by a new random one, which no
+fill in flight holds.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
+import uuid
 from collections.abc import Callable
 from typing import Any
 
 from django.core.cache import cache
 
-from toolscope.invalidation import invalidate_on_commit
+from toolscope.invalidation import invalidate_on_commit, redis_cache
 from toolscope.telemetry.models import ApiKey, Project
 from toolscope.telemetry.services.api_keys import (  # noqa: F401 - the cache key helpers are re-exported
     api_key_cache_forget,
@@ -35,6 +44,11 @@ from toolscope.telemetry.services.api_keys import (  # noqa: F401 - the cache ke
 logger = logging.getLogger(__name__)
 
 KEY_SECONDS = 60
+TOKEN_SECONDS = 86400  # longer than any fill takes; an expired token only makes one fill miss
+# KEYS entry, token; ARGV the token the fill read (serialized), the entry, seconds.
+SET_IF_CURRENT = """
+if redis.call('GET', KEYS[2]) == ARGV[1] then redis.call('SET', KEYS[1], ARGV[2], 'EX', ARGV[3]) end
+"""
 MEMO_SIZE = 1024
 # Per process: the instance built from each cached entry (see _rebuilt).
 _instances: dict[str, tuple[tuple, ApiKey]] = {}
@@ -60,15 +74,38 @@ def api_key_verify_cached_with(
     key = api_key_cache_key(prefix=prefix, secret_hash=hashlib.sha256(secret.encode()).hexdigest())
     memo = _instances.get(key)
     extra = also(memo[1].project_id) if also is not None and memo is not None else []
-    found = _cache_call(cache.get_many, [key, *extra]) or {}
-    entry = found.pop(key, None)
+    token_key = _token_key(key)
+    found = _cache_call(cache.get_many, [key, token_key, *extra]) or {}
+    entry, token = found.pop(key, None), found.pop(token_key, None)
     if entry is not None:
         return _rebuilt(key, prefix, entry), found if extra else None
-    api_key = api_key_verify(raw=raw)
-    if api_key is not None:
+    if token is None:
+        _cache_call(cache.add, token_key, uuid.uuid4().hex, TOKEN_SECONDS)
+        token = _cache_call(cache.get, token_key)
+    api_key = api_key_verify(raw=raw)  # read after the token: see the module docstring
+    if api_key is not None and token is not None:
         entry = (api_key.pk, api_key.name, tuple(api_key.scopes), api_key.project_id, api_key.project.slug)
-        _cache_call(cache.set, key, entry, KEY_SECONDS)
+        _cache_call(_store_if_current, key, entry, token)
     return api_key, None
+
+
+def _store_if_current(key: str, entry: tuple, token: str) -> None:
+    """Store `entry` unless the key changed since the fill read `token`."""
+    shared = redis_cache()
+    if shared is not None:
+        dumps = shared._cache._serializer.dumps
+        shared._cache.get_client(write=True).eval(
+            SET_IF_CURRENT, 2, shared.make_key(key), shared.make_key(_token_key(key)), dumps(token), dumps(entry),
+            KEY_SECONDS,
+        )
+        return
+    cache.set(key, entry, KEY_SECONDS)
+    if cache.get(_token_key(key)) != token:  # changed meanwhile: its change may have dropped the entry already
+        cache.delete(key)
+
+
+def _token_key(key: str) -> str:
+    return "apikey-token:" + key  # outside "apikey:", which web processes track (api/pollmemory.py)
 
 
 def _rebuilt(key: str, prefix: str, entry: tuple) -> ApiKey:
@@ -101,5 +138,10 @@ def key_changed(sender: type, instance: ApiKey, created: bool = False, **kwargs:
     if created:
         return
     name = api_key_cache_key(prefix=instance.prefix, secret_hash=instance.secret_hash)
+
+    def change() -> None:
+        _cache_call(cache.set, _token_key(name), uuid.uuid4().hex, TOKEN_SECONDS)  # first: fills in flight fail
+        _cache_call(cache.delete, name)
+
     # One barrier for all the keys a transaction changes (a project's deletion, an admin action).
-    invalidate_on_commit(change=lambda: _cache_call(cache.delete, name), names=[name])
+    invalidate_on_commit(change=change, names=[name])

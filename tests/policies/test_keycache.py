@@ -5,9 +5,13 @@ from __future__ import annotations
 import hashlib
 
 import pytest
+from django.core.cache import cache
 
+from api import keycache
 from api.keycache import api_key_cache_forget, api_key_cache_key, api_key_verify_cached
 from tests.factories import make_key
+from tests.policies.wsgi_client import redis_cache  # noqa: F401 - a fixture
+from toolscope.telemetry.models import ApiKey
 from toolscope.telemetry.services.api_keys import api_key_revoke
 
 URL = "/api/v1/policy"
@@ -57,3 +61,35 @@ def test_a_revoked_key_gets_a_401_once_its_entry_is_forgotten(agent, agent_key, 
 
 
 
+
+
+@pytest.fixture(params=["redis", "locmem"])
+def any_cache(request):
+    if request.param == "redis":
+        request.getfixturevalue("redis_cache")  # production's cache on the real Redis; else the tests' locmem
+
+
+def test_a_fill_that_read_the_key_before_its_revocation_committed_does_not_cache_it(
+    any_cache, created, monkeypatch, django_capture_on_commit_callbacks
+):
+    # A request reads the row (valid), the revocation commits and drops the entry everywhere,
+    # then the request stores what it read: it must not land.
+    read = keycache.api_key_verify
+
+    def read_then_revoked(*, raw):
+        row = read(raw=raw)
+        with django_capture_on_commit_callbacks(execute=True):
+            api_key_revoke(api_key=ApiKey.objects.get(pk=row.pk))
+        return row
+
+    monkeypatch.setattr(keycache, "api_key_verify", read_then_revoked)
+    assert api_key_verify_cached(raw=created.secret) is not None  # that request began before the revocation
+    monkeypatch.undo()
+    assert cache.get(api_key_cache_key(prefix=created.api_key.prefix, secret_hash=created.api_key.secret_hash)) is None
+    assert api_key_verify_cached(raw=created.secret) is None
+
+
+def test_a_fill_before_any_change_is_kept(any_cache, created, django_assert_num_queries):
+    api_key_verify_cached(raw=created.secret)
+    with django_assert_num_queries(0):
+        assert api_key_verify_cached(raw=created.secret).pk == created.api_key.pk

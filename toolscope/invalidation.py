@@ -8,7 +8,9 @@ hold:
 
 - **Subscription** (per web process, a thread): one RESP3 connection with
   `CLIENT TRACKING ON BCAST PREFIX ...` (Redis pushes the name of every tracked key that changes:
-  written, deleted, expired, evicted or flushed) and `SUBSCRIBE` to CHANNEL. Pushes and channel
+  written, deleted, expired, evicted or flushed) and `SUBSCRIBE` to the deployment's channel
+  (channel(): CHANNEL under the cache's key prefix and database number, since pub/sub ignores
+  the database a connection selected; tracking does too, which costs at most a spurious drop). Pushes and channel
   messages arrive in the order Redis produced them. A connection error drops the lease and all
   memory; the thread reconnects and starts empty.
 - **Messages** on CHANNEL read `<seq> [names...]`; seq comes from `HINCRBY <REGISTRY> seq 1` in
@@ -141,6 +143,13 @@ def redis_cache() -> Any | None:
     return cache if isinstance(cache, PooledRedisCache) else None
 
 
+def channel(cache: Any) -> str:
+    """The cache's invalidation channel: deployments sharing a Redis under different database
+    numbers (even with the same KEY_PREFIX) must not hear, nor acknowledge, each other's barriers."""
+    db = cache._cache._get_connection_pool(True).connection_kwargs.get("db") or 0
+    return f"{cache.make_key(CHANNEL)}:db{db}"
+
+
 def invalidate_and_wait(*, names: list[str]) -> bool:
     """After changing the cache entries `names` (as given to the cache, unprefixed), make every
     web process drop its memory of them before returning (the barrier above). Never raises: with
@@ -153,7 +162,7 @@ def invalidate_and_wait(*, names: list[str]) -> bool:
         client = cache._cache.get_client(write=True)
         payload = "".join(" " + cache.make_key(name) for name in names)
         started = time.monotonic()
-        seq, receivers = client.eval(PUBLISH, 1, cache.make_key(REGISTRY), cache.make_key(CHANNEL), payload)
+        seq, receivers = client.eval(PUBLISH, 1, cache.make_key(REGISTRY), channel(cache), payload)
         pause, waited = 0.0005, False
         while True:
             acked, lapsed, wait_ms = client.eval(PENDING, 1, cache.make_key(REGISTRY), seq)
@@ -282,7 +291,7 @@ class Subscription:
         if connection.read_response() not in (b"OK", "OK"):
             raise ConnectionError("CLIENT TRACKING refused")
         self.cache._cache.get_client(write=True).eval(REGISTER, 1, self.cache.make_key(REGISTRY), self.id)
-        connection.send_command("SUBSCRIBE", self.cache.make_key(CHANNEL))
+        connection.send_command("SUBSCRIBE", channel(self.cache))
         reply = connection.read_response(push_request=True)
         if not reply or reply[0] != b"subscribe":
             raise ConnectionError(f"unexpected reply to SUBSCRIBE: {reply!r}")
@@ -291,13 +300,13 @@ class Subscription:
 
     def _listen(self, connection: Any) -> None:
         client = self.cache._cache.get_client(write=True)
-        registry, channel = self.cache.make_key(REGISTRY), self.cache.make_key(CHANNEL)
+        registry, renewals = self.cache.make_key(REGISTRY), channel(self.cache)
         now = time.monotonic()
         renew_at, tick_at, heard = now, now, now
         while not self._stopped.is_set():
             now = time.monotonic()
             if now >= renew_at:
-                client.eval(PUBLISH, 1, registry, channel, "")
+                client.eval(PUBLISH, 1, registry, renewals, "")
                 renew_at = now + RENEW_SECONDS
             if now >= tick_at:
                 self.tick()

@@ -15,6 +15,7 @@ from tests.admin.conftest import admin_url
 from tests.factories import make_key
 from tests.policies.wsgi_client import redis_cache  # noqa: F401 - a fixture
 from toolscope import invalidation
+from toolscope.cache import PooledRedisCache
 from toolscope.invalidation import LEASE_MS, invalidate_and_wait
 from toolscope.policies.models import PolicyLabel
 from toolscope.telemetry.models import ApiKey
@@ -80,7 +81,7 @@ def test_a_process_hung_for_minutes_keeps_its_entry_and_does_not_hold_barriers(s
     cache = caches["default"]
     registry = cache.make_key(invalidation.REGISTRY)
     connection = redis.Redis(connection_pool=cache._cache._get_connection_pool(True)).pubsub()
-    connection.subscribe(cache.make_key(invalidation.CHANNEL))
+    connection.subscribe(invalidation.channel(cache))
     try:
         assert connection.get_message(timeout=5)["type"] == "subscribe"
         seconds, _ = _client().time()
@@ -145,3 +146,16 @@ def test_changes_in_one_transaction_are_all_made_before_their_one_barrier(db, mo
             invalidation.invalidate_on_commit(change=lambda name=name: made.append(name), names=[name])
         assert made == []
     assert made == ["a", "b", "barrier ['a', 'b']"]
+
+
+def test_deployments_on_other_database_numbers_of_one_redis_have_channels_of_their_own(subscribe, settings):
+    # Pub/sub ignores the database number: with one channel name, a deployment on db N would
+    # count the other's processes as receivers and take their acknowledgements for its own.
+    subscribe()
+    ours = caches["default"]
+    location, prefix = settings.CACHES["default"]["LOCATION"], settings.CACHES["default"]["KEY_PREFIX"]
+    db = int(location.rsplit("/", 1)[1])
+    theirs = PooledRedisCache(f"{location.rsplit('/', 1)[0]}/{db + 1}", {"KEY_PREFIX": prefix})  # never connected
+    assert invalidation.channel(theirs) != invalidation.channel(ours)
+    numsub = dict(_client().pubsub_numsub(invalidation.channel(ours), invalidation.channel(theirs)))
+    assert numsub == {invalidation.channel(ours).encode(): 1, invalidation.channel(theirs).encode(): 0}

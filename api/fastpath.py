@@ -50,6 +50,7 @@ from api.replay import REPLAYED_MIDDLEWARE, replayed_headers
 from api.throttling import COUNTED, WINDOW_SECONDS, counted_key
 from api.views.policy import etag_matches
 from toolscope.cache import PooledRedisCache
+from toolscope.outage_log import OutageLog
 from toolscope.policies.services.documents import PRODUCTION_LABEL
 from toolscope.policies.services.serving import LABEL_PATTERN, policy_served_keys
 from toolscope.telemetry.models import Scope
@@ -93,6 +94,7 @@ class PolicyRevalidation:
         # Those entries' values -> what Django decided (_ask_django); settings are fixed while serving.
         self.hosts: dict[tuple, bool | None] = {}
         self.headers = {secure: replayed_headers(secure) for secure in (False, True)}
+        self.unavailable = OutageLog(logger, "policy fast path: cache unavailable")
         # Started by the first poll of each process (a server may fork after loading the app, and
         # the subscription's thread does not survive a fork).
         self.memory: PollMemory | None = None
@@ -122,7 +124,7 @@ class PolicyRevalidation:
             if etag is False:
                 etag = self._current_etag(environ, entry_key, label)
         except Exception:  # Redis trouble: Django has its own fallbacks (the database)
-            logger.warning("policy fast path: cache unavailable", exc_info=True)
+            self.unavailable.failed()  # every poll fails while Redis is down: logged once a minute
             return None
         if etag is None or (if_none_match != etag and not etag_matches(if_none_match, etag)):
             return None

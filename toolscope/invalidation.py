@@ -61,6 +61,8 @@ from typing import Any
 from django.core.cache import caches
 from django.db import transaction
 
+from toolscope.outage_log import OutageLog
+
 logger = logging.getLogger(__name__)
 
 LEASE_MS = 2000
@@ -152,16 +154,24 @@ def channel(cache: Any) -> str:
 
 def invalidate_and_wait(*, names: list[str]) -> bool:
     """After changing the cache entries `names` (as given to the cache, unprefixed), make every
-    web process drop its memory of them before returning (the barrier above). Never raises: with
-    Redis unreachable no process can renew its lease either. Returns whether every subscriber was
-    heard from (False: one was waited out, or Redis failed)."""
+    web process drop its memory of them before returning (the barrier above). Returns whether
+    every subscriber was heard from (False: one was waited out, or Redis failed).
+
+    Never raises. When the barrier cannot be published or followed (a timeout, possibly after the
+    script ran; maxclients; OOM refusing the script's writes; a connection error), other
+    processes may still reach Redis and renew their leases, so it does not return at once: it
+    waits until LEASE_MS + MARGIN after it started, by when every lease taken before the change
+    has ended and any later one was taken after handling the change (tracking pushes it). So the
+    guarantee holds whenever the change itself reached Redis, at the cost of that wait (about
+    2.25 s, bounded) per failed barrier. Logged once with the traceback, then at most once a
+    minute."""
     cache = redis_cache()
     if cache is None:
         return True
+    started = time.monotonic()
     try:
         client = cache._cache.get_client(write=True)
         payload = "".join(" " + cache.make_key(name) for name in names)
-        started = time.monotonic()
         seq, receivers = client.eval(PUBLISH, 1, cache.make_key(REGISTRY), channel(cache), payload)
         pause, waited = 0.0005, False
         while True:
@@ -181,8 +191,14 @@ def invalidate_and_wait(*, names: list[str]) -> bool:
             time.sleep(pause)
             pause, waited = min(pause * 2, 0.02), True
     except Exception:
-        logger.warning("cache invalidation could not be published; web processes' leases run out", exc_info=True)
+        _unpublished.failed()
+        time.sleep(max(0.0, started + LEASE_MS / 1000 + MARGIN - time.monotonic()))
         return False
+
+
+_unpublished = OutageLog(
+    logger, "cache invalidation could not be published; waited for web processes' leases to run out"
+)
 
 
 class _Batch:

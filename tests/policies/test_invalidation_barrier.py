@@ -4,6 +4,7 @@ longer than that lease."""
 
 from __future__ import annotations
 
+import logging
 import time
 
 import pytest
@@ -17,6 +18,7 @@ from tests.policies.wsgi_client import redis_cache  # noqa: F401 - a fixture
 from toolscope import invalidation
 from toolscope.cache import PooledRedisCache
 from toolscope.invalidation import LEASE_MS, invalidate_and_wait
+from toolscope.outage_log import OutageLog
 from toolscope.policies.models import PolicyLabel
 from toolscope.telemetry.models import ApiKey
 
@@ -159,3 +161,17 @@ def test_deployments_on_other_database_numbers_of_one_redis_have_channels_of_the
     assert invalidation.channel(theirs) != invalidation.channel(ours)
     numsub = dict(_client().pubsub_numsub(invalidation.channel(ours), invalidation.channel(theirs)))
     assert numsub == {invalidation.channel(ours).encode(): 1, invalidation.channel(theirs).encode(): 0}
+
+
+def test_a_barrier_that_cannot_be_published_waits_out_every_lease_and_says_so_once(monkeypatch, caplog):
+    # As Redis refusing the script (OOM, a timeout after it ran): other processes may still hold
+    # leases they renew, so returning at once could leave one answering from memory.
+    monkeypatch.setattr(invalidation, "PUBLISH", "return redis.call('NOSUCHCOMMAND')")
+    monkeypatch.setattr(invalidation, "LEASE_MS", 300)  # no subscription runs here
+    monkeypatch.setattr(invalidation, "_unpublished", OutageLog(invalidation.logger, "could not be published"))
+    with caplog.at_level(logging.WARNING, logger="toolscope.invalidation"):
+        for name in ("apikey:a", "apikey:b"):
+            started = time.monotonic()
+            assert invalidate_and_wait(names=[name]) is False
+            assert time.monotonic() - started >= 0.3 + invalidation.MARGIN
+    assert len([record for record in caplog.records if record.name == "toolscope.invalidation"]) == 1

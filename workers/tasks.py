@@ -15,6 +15,7 @@ from django.conf import settings
 from django.core.cache import cache
 from django.db import InterfaceError, OperationalError, connection
 
+from toolscope.telemetry.models import DirtyHour
 from toolscope.telemetry.services.batches import batches_sweep
 from toolscope.telemetry.services.processing import batch_attempts, batch_mark_failed, batch_process
 from toolscope.telemetry.services.rollups import rollups_refresh
@@ -154,7 +155,11 @@ def rollup_dirty(self) -> int:
     if queued is not None and queued != self.request.id:
         return 0  # the queued one will take the marks
     if queued is None and rollup_delay() > 0:
-        return 0  # one ran just now; the next batch, or beat's next tick, queues the next
+        # One ran just now. Marks left (this may be a queued rollup whose flag expired while it
+        # waited behind a backlog) get a rollup queued for when it is due, not stranded.
+        if DirtyHour.objects.exists():
+            rollup_request()
+        return 0
     if queued is not None and _rollup_running() and not self.request.is_eager:
         # Queued while the last one ran, it is due before that one finished: wait for it, spaced
         # by its run time so far, rather than scan the same hours beside it.

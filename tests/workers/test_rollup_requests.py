@@ -10,6 +10,7 @@ import kombu.exceptions
 import pytest
 import redis
 from django.core.cache import cache
+from django.utils import timezone
 
 from workers import tasks
 
@@ -134,4 +135,19 @@ def test_the_queued_rollup_due_while_the_last_still_runs_waits_for_it(db, queue,
     cache.set(tasks.ROLLUP_LAST_KEY, (time.time() - 2, 0.1, False))  # it finished
     tasks.rollup_dirty.apply(task_id="the-queued-one")
     assert runs == [1]
+
+
+def test_a_rollup_that_gives_way_to_a_recent_one_leaves_no_mark_stranded(db, queue, settings, project):
+    """A queued rollup whose flag expired while it waited (or one of another process, with a
+    per-process cache) finds that one ran just now: it queues the next one rather than return
+    with marks nobody will refresh (beat may not run; no batch may follow)."""
+    from toolscope.telemetry.services.rollups import dirty_hours_mark
+
+    settings.ROLLUP_MIN_INTERVAL_SECONDS = 30
+    cache.set(tasks.ROLLUP_LAST_KEY, (time.time() - 1, 0.1, False))
+    tasks.rollup_dirty.apply()  # nothing marked: gives way, queues nothing
+    assert queue() == 0
+    dirty_hours_mark(project_id=project.pk, timestamps=[timezone.now()], full=False)
+    tasks.rollup_dirty.apply()
+    assert queue() == 1 and cache.get(tasks.ROLLUP_QUEUED_KEY) is not None
 

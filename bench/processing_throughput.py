@@ -35,6 +35,7 @@ import uuid
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import httpx
 import psycopg
@@ -55,6 +56,8 @@ from _stack import (
 from toolscope_agent.engine.schemas import schema_hash
 
 BROKER = os.environ.get("BENCH_WORKER_BROKER", "redis://127.0.0.1:6379/6")
+# The cache on Redis, as in production: the rollup task's flags are shared by the pool processes.
+CACHE = os.environ.get("BENCH_WORKER_CACHE", "redis://127.0.0.1:6379/6")
 SESSION_CALLS = 50
 CALLS_PER_TURN = 3
 DUPLICATE_SHARE = 0.10
@@ -201,6 +204,15 @@ def _pyspy_summary(raw: Path, top: int = 30) -> str:
     return "\n".join(lines)
 
 
+def _rollups(db: psycopg.Connection) -> list[Any]:
+    """Every ToolHourly and ProjectHourly row, ids aside, in a stable order."""
+    return db.execute("""
+        SELECT to_jsonb(t) - 'id' FROM telemetry_toolhourly t
+        UNION ALL SELECT to_jsonb(p) - 'id' FROM telemetry_projecthourly p
+        ORDER BY 1
+    """).fetchall()
+
+
 def code_version() -> str:
     """The commit measured, and whether application code differs from it (others may be editing)."""
     def git(*args: str) -> str:
@@ -214,6 +226,7 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=40)
     parser.add_argument("--calls", type=int, default=500, help="tool_call events per batch")
     parser.add_argument("--pool", default="prefork", help="celery pool (prefork = one child process)")
+    parser.add_argument("--concurrency", type=int, default=1, help="worker pool processes (the target is for 1)")
     parser.add_argument("--py-spy", default="", help="path to a py-spy binary: sample the worker while it runs")
     parser.add_argument("--timeout", type=float, default=600)
     args = parser.parse_args()
@@ -229,7 +242,7 @@ def main() -> None:
 
     with scratch_database() as database_url:
         env = stack_env(database_url)
-        env.update(CELERY_BROKER_URL=BROKER, INGEST_QUEUE=queue, BATCH_SWEEP_PENDING_SECONDS="3600")
+        env.update(CELERY_BROKER_URL=BROKER, INGEST_QUEUE=queue, BATCH_SWEEP_PENDING_SECONDS="3600", CACHE_URL=CACHE)
         manage(env, "migrate", "-v0")
         key = create_key(env)
         policy_setup(env)
@@ -260,7 +273,7 @@ def main() -> None:
         spy = None
         with psycopg.connect(database_url, autocommit=True) as db:
             launched = datetime.now(UTC)
-            with celery_worker(env, queue=queue, log=logs / "worker.log", concurrency=1, pool=args.pool,
+            with celery_worker(env, queue=queue, log=logs / "worker.log", concurrency=args.concurrency, pool=args.pool,
                                wait_ready=False) as worker:
                 if args.py_spy:
                     spy_out = logs / "pyspy.txt"
@@ -306,6 +319,10 @@ def main() -> None:
                        (SELECT coalesce(sum(a.tokens_before - a.tokens_after), 0) FROM telemetry_artifact a),
                        (SELECT avg(output_tokens) FROM telemetry_toolcall)
             """).fetchone()
+            # The rollups processing kept (deltas, percentiles refreshed) against a rebuild from raw rows.
+            kept = _rollups(db)
+            manage(env, "rollup", "--all")
+            rebuilt = _rollups(db)
         for name in broker.scan_iter(f"*{queue}*"):  # the queue and kombu's bindings of it
             broker.delete(name)
 
@@ -318,9 +335,10 @@ def main() -> None:
     (sessions, ended, turns, budgeted, calls, unlinked, dups, artifacts, compactable, rolled, dup_tokens, saved,
      avg_tokens) = counts
     print(f"command: .venv/bin/python bench/processing_throughput.py --batches {args.batches} --calls {args.calls}"
-          f" --pool {args.pool}{' --py-spy ' + args.py_spy if args.py_spy else ''}")
+          f" --pool {args.pool} --concurrency {args.concurrency}{' --py-spy ' + args.py_spy if args.py_spy else ''}")
     print(f"code: {version}")
-    print(f"worker: celery worker --concurrency 1 --pool {args.pool} -Q {queue} (broker {BROKER})")
+    print(f"worker: celery worker --concurrency {args.concurrency} --pool {args.pool} -Q {queue} "
+          f"(broker {BROKER}, cache {CACHE})")
     print(f"stored {args.batches} batches of {sum(events_total.values()) // args.batches} events "
           f"({dict(events_total)}) through the API in {stored_seconds:.1f} s")
     print("load average 1/5/15 min: before {}, after {} (2 cores)".format(
@@ -344,6 +362,8 @@ def main() -> None:
         "tool calls": (calls, tool_calls), "tool calls without turn": (unlinked, 0),
         "duplicates": (dups, planted_duplicates), "artifacts": (artifacts, compactable),
         "ToolHourly calls": (rolled, tool_calls),
+        "rollup rows differing from a rebuild": (sum(a != b for a, b in zip(kept, rebuilt, strict=False))
+                                                 + abs(len(kept) - len(rebuilt)), 0),
     }
     bad = {name: pair for name, pair in checks.items() if pair[0] != pair[1]}
     print("rows (found/expected): " + ", ".join(f"{name}={got:,}/{want:,}" for name, (got, want) in checks.items()))

@@ -108,3 +108,18 @@ def test_the_first_version_says_it_has_nothing_to_compare_with(policy, publish):
     publish(policy)
     entry = PolicyAuditEntry.objects.get(action="published")
     assert entry.detail["changes"] == ["first version: nothing to compare with"]
+
+
+def test_processing_accounts_under_the_published_outputs_not_the_draft(policy, tools, publish, project):
+    from toolscope.policies.models import CompactionRule
+    from toolscope.policies.services.documents import policy_outputs_for_processing
+
+    CompactionRule.objects.create(policy=policy, tools="bash", max_tokens=300, strategy="tail")
+    version = publish(policy)
+    policy.suppress_duplicates = False
+    policy.save()
+    policy.compaction_rules.all().delete()
+    outputs = policy_outputs_for_processing(project=project)
+    assert outputs == version.document["outputs"]
+    assert outputs["compaction"] == [{"tools": "bash", "max_tokens": 300, "strategy": "tail"}]
+    assert outputs["duplicates"] == {"suppress": True}

@@ -36,6 +36,11 @@ def output_fingerprint(text: str) -> str:
     return _digest(normalize_output(text))
 
 
+def normalized_fingerprint(normalized: str) -> str:
+    """output_fingerprint of a text whose normalize_output is `normalized` (computed already)."""
+    return _digest(normalized)
+
+
 def placeholder_text(*, tool_name: str, first_call_id: str, turn_index: int) -> str:
     """What is sent instead of a repeated output."""
     return f"[same output as {tool_name} call {first_call_id} (turn {turn_index}); not repeated]"

@@ -77,9 +77,12 @@ def _tool_settings(project: Project) -> dict[str, dict[str, Any]]:
 def policy_outputs_for_processing(*, project: Project) -> dict[str, Any]:
     """The `outputs` rules recorded outputs are accounted under: the production label's version
     when one is published, else the draft, else the defaults."""
-    label = PolicyLabel.objects.filter(project=project, name=PRODUCTION_LABEL).select_related("version").first()
-    if label is not None:
-        return label.version.document.get("outputs", DEFAULT_OUTPUTS)
+    # Only the document's `outputs` comes back (a key lookup in SQL): documents carry the whole
+    # catalog, and decoding one per batch was ~3% of a worker's time.
+    published = PolicyLabel.objects.filter(project=project, name=PRODUCTION_LABEL).values_list(
+        "pk", "version__document__outputs").first()
+    if published is not None:
+        return published[1] if published[1] is not None else DEFAULT_OUTPUTS
     policy = Policy.objects.filter(project=project).first()
     if policy is None:
         return DEFAULT_OUTPUTS

@@ -17,7 +17,7 @@ from typing import Any
 from django.db import IntegrityError, connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
-from toolscope_agent.engine.duplicates import normalize_output, output_fingerprint
+from toolscope_agent.engine.duplicates import normalize_output, normalized_fingerprint
 from toolscope_agent.engine.schemas import canonical_json, schema_hash
 
 from toolscope.policies.services.catalog import catalog_upsert
@@ -294,7 +294,7 @@ def _tool_calls_new(
             "retries": event.get("retries", 0), "approval": event.get("approval", "not_required"),
             "started_at": _when(event["timestamp"]),
             # Whitespace-only outputs carry nothing to repeat: never duplicates.
-            "output_hash": output_fingerprint(outputs[i]) if normalize_output(outputs[i]) else "",
+            "output_hash": normalized_fingerprint(normalized) if (normalized := normalize_output(outputs[i])) else "",
             "output_tokens": counts[i], "argument_tokens": counts[len(events) + i], "created_at": now,
         })
     return rows

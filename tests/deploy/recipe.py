@@ -23,7 +23,8 @@ COMPOSE_FILE = REPO_ROOT / "docker-compose.yml"
 ENV_EXAMPLE = REPO_ROOT / ".env.example"
 VENV_BIN = REPO_ROOT / ".venv" / "bin"
 
-APP_SERVICES = ("web", "worker", "beat")
+# In start order: migrate is a one-shot that must finish before the others start.
+APP_SERVICES = ("migrate", "web", "worker", "beat")
 
 
 class InterpolationError(ValueError):

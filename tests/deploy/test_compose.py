@@ -1,12 +1,13 @@
-"""docker-compose.yml's web, worker and beat, run as local processes, work together.
+"""docker-compose.yml's migrate, web, worker and beat, run as local processes, work together.
 
 The test takes each service's `command` and `environment` from docker-compose.yml (the shared
 anchor resolved, `${...}` filled with test values), points the service hostnames at the local
-PostgreSQL and Redis, and starts the three commands as they are. A fresh database and spare Redis
+PostgreSQL and Redis, runs the one-shot migrate command to its end, then starts the other three
+commands as they are. A fresh database and spare Redis
 databases keep it apart from everything else; it manages them itself (no pytest-django database).
 
 It proves: the web server (granian) comes up on the port that PORT gives it (on loopback:
-GRANIAN_HOST) after migrating a fresh database, /readyz reports the database and the broker, a
+GRANIAN_HOST) once migrate has migrated a fresh database, /readyz reports the database and the broker, a
 task sent through the broker comes back from the worker with the database it reached, beat's
 heartbeat reaches the worker and the shared cache (/readyz reports it), and the web and worker
 healthchecks pass.
@@ -139,7 +140,7 @@ def _localize(env: dict[str, str], database_url: str, redis_urls: dict[str, str]
 
 
 class Stack:
-    """The three processes, their environments and their logs."""
+    """The processes, their environments and their logs."""
 
     def __init__(self, compose: dict[str, Any], log_dir: Path, port: int) -> None:
         self.compose = compose
@@ -160,6 +161,14 @@ class Stack:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
+
+    def run_once(self, name: str, argv: list[str], env: dict[str, str]) -> None:
+        """A one-shot service: run to the end; it must succeed (service_completed_successfully)."""
+        self.envs[name] = env
+        done = subprocess.run(argv, cwd=recipe.REPO_ROOT, env=env, stdin=subprocess.DEVNULL, capture_output=True,
+                              timeout=START_TIMEOUT, check=False)
+        (self.log_dir / f"{name}.log").write_bytes(done.stdout + done.stderr)
+        assert done.returncode == 0, f"{name} exited {done.returncode}: {done.stderr.decode()[-2000:]}"
 
     def stop(self) -> None:
         """Ends every process group: SIGTERM, a short grace, then SIGKILL."""
@@ -274,6 +283,9 @@ def stack(tmp_path: Path) -> Iterator[Stack]:
             argv = recipe.as_argv(service["command"])
             if name == "beat":
                 argv = _with_schedule_in(argv, tmp_path)
+            if name == "migrate":
+                running.run_once(name, argv, env)  # compose starts the others once it has exited 0
+                continue
             running.start(name, argv, env)
         yield running
 
@@ -281,7 +293,7 @@ def stack(tmp_path: Path) -> Iterator[Stack]:
 def test_compose_stack_serves_queues_and_beats(stack: Stack, monkeypatch: pytest.MonkeyPatch) -> None:
     started = time.monotonic()
 
-    # web: migrate on a fresh database, then the web server on the port from the environment.
+    # migrate ran on a fresh database; web serves on the port from the environment.
     ready = stack.poll_readyz(lambda status, _: status == 200, START_TIMEOUT, "web did not become ready")
     checks = ready["checks"]
     assert ready["status"] == "ready"

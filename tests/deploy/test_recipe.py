@@ -182,17 +182,26 @@ def test_toolscope_services_share_one_strict_production_environment(compose):
 
 def test_toolscope_services_start_after_healthy_dependencies(compose):
     services = compose["services"]
-    for name in ("web", "worker"):
+    for name in ("migrate", "web", "worker"):
         depends = services[name]["depends_on"]
         for dependency in ("postgres", "redis"):
             assert depends[dependency]["condition"] == "service_healthy", (name, dependency)
     assert services["beat"]["depends_on"]["redis"]["condition"] == "service_healthy"
 
 
-def test_web_migrates_then_serves_on_the_port_and_concurrency_from_the_environment(compose):
+def test_migrations_run_once_in_their_own_service_before_web_and_worker(compose):
+    services = compose["services"]
+    assert recipe.as_argv(services["migrate"]["command"]) == ["python", "manage.py", "migrate", "--noinput"]
+    assert services["migrate"]["restart"] == "no"  # a one-shot: done, not restarted
+    for name in ("web", "worker"):
+        assert services[name]["depends_on"]["migrate"]["condition"] == "service_completed_successfully", name
+        assert "migrate" not in " ".join(recipe.as_argv(services[name]["command"])), name
+
+
+def test_web_serves_on_the_port_and_concurrency_from_the_environment(compose):
     web = compose["services"]["web"]
     script = " ".join(recipe.as_argv(web["command"]))
-    assert script.index("migrate") < script.index("exec granian --interface wsgi")
+    assert "sh -c exec granian --interface wsgi" in script
     assert script.endswith(" toolscope.wsgi:application")
     assert '--port "$PORT"' in script
     assert '--workers "$WEB_CONCURRENCY"' in script

@@ -173,6 +173,14 @@ def preload(database_url: str, project_id: int, rows: int) -> float:
         values = ", ".join(override.get(c, f"t.{c}") for c in columns)
         db.execute(PRELOAD_SQL.format(columns=", ".join(columns), values=values),
                    {"copies": max(1, rows // max(1, have)), "project": project_id})
+        if db.execute("SELECT to_regclass('telemetry_callduration')").fetchone()[0]:
+            # What processing writes beside each timed call (the percentile refresh reads it).
+            db.execute(
+                "INSERT INTO telemetry_callduration (call_id, project_id, hour, tool_name, duration_ms)"
+                " SELECT id, project_id, date_trunc('hour', started_at AT TIME ZONE 'UTC') AT TIME ZONE 'UTC',"
+                " tool_name, duration_ms FROM telemetry_toolcall t WHERE project_id = %s AND duration_ms IS NOT NULL"
+                " AND NOT EXISTS (SELECT 1 FROM telemetry_callduration d WHERE d.call_id = t.id)", [project_id])
+            db.execute("VACUUM ANALYZE telemetry_callduration")
         db.execute("VACUUM ANALYZE telemetry_toolcall")
     return time.monotonic() - started
 

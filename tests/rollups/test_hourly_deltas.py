@@ -190,3 +190,25 @@ def test_a_percentile_mark_made_during_the_refresh_survives_it(policy_project, m
     monkeypatch.undo()
     assert rollups_refresh() == 1
     assert not DirtyHour.objects.exists()
+
+
+def test_calls_stored_before_the_duration_table_get_their_rows_from_its_migration(project):
+    """Migration 0008 copies the durations of calls already stored (CallDuration is what the
+    percentile refresh reads)."""
+    import importlib
+
+    from django.apps import apps
+    from django.db import connection
+
+    from tests import factories
+    from toolscope.telemetry.models import CallDuration
+
+    turn = factories.make_turn(factories.make_session(project))
+    timed = factories.make_tool_call(turn, duration_ms=12.5, started_at=HOURS[1] + timedelta(minutes=7))
+    factories.make_tool_call(turn, duration_ms=None)
+    assert not CallDuration.objects.exists()  # made directly, as calls were before the table
+    migration = importlib.import_module("toolscope.telemetry.migrations.0008_callduration")
+    with connection.schema_editor() as editor:
+        migration.backfill(apps, editor)
+    assert list(CallDuration.objects.values_list("call_id", "project_id", "hour", "tool_name", "duration_ms")) == [
+        (timed.pk, project.pk, HOURS[1], timed.tool_name, 12.5)]

@@ -274,6 +274,24 @@ class Artifact(models.Model):
         return f"{self.strategy} {self.tokens_before}→{self.tokens_after}"
 
 
+class CallDuration(models.Model):
+    """A timed tool call's duration beside its project, hour and tool: the narrow copy the rollup
+    task scans for duration percentiles (scanning ToolCall also reads the pages of its outputs,
+    ~25x the data in a busy hour). Written by processing with the call; deleted with it."""
+
+    call = models.OneToOneField(ToolCall, primary_key=True, on_delete=models.CASCADE, related_name="+")
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+", db_index=False)
+    hour = models.DateTimeField()
+    tool_name = models.CharField(max_length=200)
+    duration_ms = models.FloatField()
+
+    class Meta:
+        indexes = [models.Index(fields=["project", "hour"], name="callduration_hour")]
+
+    def __str__(self) -> str:
+        return f"{self.tool_name} {self.duration_ms} ms"
+
+
 class ToolHourly(models.Model):
     """Per project, tool and hour: what the dashboard's tool charts read. Processing adds each
     batch's changes as it commits, late data to its own hour; a rebuild recomputes an hour from

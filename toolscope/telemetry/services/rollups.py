@@ -214,12 +214,13 @@ PERCENTILES = {
 }
 
 
-# An hour at a time, grouped by tool only, both fractions from one sort per group: 2.2x faster
-# than grouping by (truncated hour, tool) with two aggregates (measured on 1M calls in an hour).
+# From CallDuration, the narrow copy of the timed calls (models.py), an hour at a time, grouped by
+# tool, both fractions from one sort per group (2.2x faster than grouping by (truncated hour,
+# tool) with two aggregates, measured on 1M calls in an hour).
 HOUR_PERCENTILES_SQL = """
 SELECT tool_name, percentile_cont(ARRAY[0.5, 0.95]) WITHIN GROUP (ORDER BY duration_ms)
-FROM telemetry_toolcall
-WHERE project_id = %s AND started_at >= %s AND started_at < %s AND duration_ms IS NOT NULL
+FROM telemetry_callduration
+WHERE project_id = %s AND hour = %s
 GROUP BY tool_name
 """
 
@@ -230,7 +231,7 @@ def _percentile_rows(*, project_id: int, hours: list[datetime]) -> dict[Key, dic
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
             for hour in hours:
-                cursor.execute(HOUR_PERCENTILES_SQL, [project_id, hour, hour + HOUR])
+                cursor.execute(HOUR_PERCENTILES_SQL, [project_id, hour])
                 for tool_name, (p50, p95) in cursor.fetchall():
                     rows[(hour, tool_name)] = {"duration_p50_ms": p50, "duration_p95_ms": p95}
         return rows

@@ -15,10 +15,9 @@ from django.conf import settings
 from django.core.cache import cache
 from django.db import InterfaceError, OperationalError, connection
 
-from toolscope.telemetry.models import DirtyHour
 from toolscope.telemetry.services.batches import batches_sweep
 from toolscope.telemetry.services.processing import batch_attempts, batch_mark_failed, batch_process
-from toolscope.telemetry.services.rollups import rollups_refresh
+from toolscope.telemetry.services.rollups import dirty_hours_pending, rollups_refresh
 from workers.heartbeat import heartbeat_record
 
 logger = logging.getLogger(__name__)
@@ -127,16 +126,22 @@ def rollup_request() -> None:
 
 def rollup_delay(now: float | None = None) -> float:
     """Seconds the next rollup should wait, from the last one's start and run time."""
-    last = _cache_get(ROLLUP_LAST_KEY)
+    return _delay(_cache_get(ROLLUP_LAST_KEY), time.time() if now is None else now)
+
+
+def _delay(last: tuple[Any, ...] | None, now: float) -> float:
     if not last:
         return 0.0
-    now = time.time() if now is None else now
     started, seconds = last[:2]
-    if _rollup_running(now):
+    if _running(last, now):
         seconds = max(seconds, now - started)  # it has run this long already
     gap = max(settings.ROLLUP_MIN_INTERVAL_SECONDS, ROLLUP_SPACING * seconds)
-    wait = started + gap - now
-    return round(min(max(wait, 0.0), ROLLUP_MAX_DELAY_SECONDS), 3)
+    return round(min(max(started + gap - now, 0.0), ROLLUP_MAX_DELAY_SECONDS), 3)
+
+
+def _running(last: tuple[Any, ...] | None, now: float) -> bool:
+    """A rollup started and has not finished (one killed past the hard time limit does not count)."""
+    return bool(last and len(last) > 2 and last[2] and now - last[0] < settings.CELERY_TASK_TIME_LIMIT)
 
 
 def _rollup_flag_clear() -> None:
@@ -154,27 +159,26 @@ def rollup_dirty(self) -> int:
     queued = _cache_get(ROLLUP_QUEUED_KEY)
     if queued is not None and queued != self.request.id:
         return 0  # the queued one will take the marks
-    if queued is None and rollup_delay() > 0:
+    last, now = _cache_get(ROLLUP_LAST_KEY), time.time()
+    delay = _delay(last, now)
+    if queued is None and delay > 0:
         # One ran just now. Marks left (this may be a queued rollup whose flag expired while it
         # waited behind a backlog) get a rollup queued for when it is due, not stranded.
-        if DirtyHour.objects.exists():
+        if dirty_hours_pending():
             rollup_request()
         return 0
-    if queued is not None and _rollup_running() and not self.request.is_eager:
+    if queued is not None and delay > 0 and _running(last, now) and not self.request.is_eager:
         # Queued while the last one ran, it is due before that one finished: wait for it, spaced
         # by its run time so far, rather than scan the same hours beside it.
-        delay = rollup_delay()
-        if delay > 0:
-            raise self.retry(countdown=delay, max_retries=None)
-    started = time.time()
+        raise self.retry(countdown=delay, max_retries=None)
     # Recorded at the start, as running, with the previous run time as the estimate: the next
     # rollup, queued by a batch finishing while this one runs, is spaced from this start.
-    _rollup_last_record(started, _rollup_last_seconds(), running=True)
+    _rollup_last_record(now, float(last[1]) if last else 0.0, running=True)
     _rollup_flag_clear()  # before claiming marks: a batch finishing from here on queues the next rollup
     try:
         return rollups_refresh()
     finally:
-        _rollup_last_record(started, time.time() - started, running=False)
+        _rollup_last_record(now, time.time() - now, running=False)
 
 
 def _cache_get(key: str) -> Any:
@@ -182,18 +186,6 @@ def _cache_get(key: str) -> Any:
         return cache.get(key)
     except Exception:
         return None
-
-
-def _rollup_last_seconds() -> float:
-    last = _cache_get(ROLLUP_LAST_KEY)
-    return float(last[1]) if last else 0.0
-
-
-def _rollup_running(now: float | None = None) -> bool:
-    """A rollup started and has not finished (one killed past the hard time limit does not count)."""
-    last = _cache_get(ROLLUP_LAST_KEY)
-    now = time.time() if now is None else now
-    return bool(last and len(last) > 2 and last[2] and now - last[0] < settings.CELERY_TASK_TIME_LIMIT)
 
 
 def _rollup_last_record(started: float, seconds: float, *, running: bool) -> None:

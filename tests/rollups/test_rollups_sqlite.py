@@ -30,13 +30,18 @@ print(json.dumps({"refreshed": refreshed, "tools": tools, "turns": ProjectHourly
 """
 
 
-def test_rollups_on_sqlite_match_the_hand_computed_numbers(tmp_path):
+def _run_on_sqlite(script: str, tmp_path) -> dict:
+    """`script` in a fresh interpreter on the embedded default (SQLite, no broker): its last line's JSON."""
     env = {key: value for key, value in os.environ.items() if key not in CONFIG_VARIABLES}
     env.update(TOOLSCOPE_SQLITE_PATH=str(tmp_path / "toolscope.sqlite3"), DJANGO_SETTINGS_MODULE="toolscope.settings")
-    done = subprocess.run([sys.executable, "-c", SCRIPT], cwd=REPO, env=env, capture_output=True, text=True,
+    done = subprocess.run([sys.executable, "-c", script], cwd=REPO, env=env, capture_output=True, text=True,
                           timeout=120, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
-    result = json.loads(done.stdout.strip().splitlines()[-1])
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_rollups_on_sqlite_match_the_hand_computed_numbers(tmp_path):
+    result = _run_on_sqlite(SCRIPT, tmp_path)
     read_file, bash = result["tools"]["read_file"], result["tools"]["bash"]
     assert (result["refreshed"], result["turns"]) == (1, 3)
     assert (read_file["calls"], read_file["errors"], read_file["compaction_savings"]) == (4, 1, 800)
@@ -66,11 +71,6 @@ print(json.dumps({"rows": len(kept[0]), "equal": kept == rebuilt(project)}))
 
 
 def test_deltas_on_sqlite_equal_a_rebuild(tmp_path):
-    env = {key: value for key, value in os.environ.items() if key not in CONFIG_VARIABLES}
-    env.update(TOOLSCOPE_SQLITE_PATH=str(tmp_path / "toolscope.sqlite3"), DJANGO_SETTINGS_MODULE="toolscope.settings")
-    done = subprocess.run([sys.executable, "-c", DELTAS_SCRIPT], cwd=REPO, env=env, capture_output=True, text=True,
-                          timeout=120, check=False)
-    assert done.returncode == 0, done.stderr[-3000:]
-    result = json.loads(done.stdout.strip().splitlines()[-1])
+    result = _run_on_sqlite(DELTAS_SCRIPT, tmp_path)
     assert result["rows"] > 0
     assert result["equal"] is True

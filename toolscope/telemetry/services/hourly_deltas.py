@@ -89,13 +89,13 @@ class HourlyDelta:
 
     def advertised(self, turns: Iterable[Mapping[str, Any]]) -> None:
         """New turns' advertised tools: times advertised and schema tokens per (hour, tool), priced
-        as a rebuild prices them (rollups._advertised)."""
+        as a rebuild prices them (rollups.advertised_counts)."""
         counts: Counter[tuple[datetime, int]] = Counter(
             (hour_floor(turn["started_at"]), turn["advertised_set_id"]) for turn in turns
             if turn["advertised_set_id"] is not None
         )
         rows = [{"hour": hour, "advertised_set_id": set_id, "turns": n} for (hour, set_id), n in counts.items()]
-        for key, (times, tokens) in rollups._advertised(project_id=self.project_id, turn_rows=rows).items():
+        for key, (times, tokens) in rollups.advertised_counts(project_id=self.project_id, turn_rows=rows).items():
             self.tools[key]["times_advertised"] += times
             self.tools[key]["schema_tokens"] += tokens
 
@@ -125,7 +125,7 @@ class HourlyDelta:
             rollups.dirty_hours_mark(project_id=self.project_id, timestamps=self.timed_hours, full=False)
         if not tools and not hours:
             return
-        rollups._hours_lock(project_id=self.project_id, hours=sorted({*hours, *(hour for hour, _ in tools)}),
+        rollups.hours_lock(project_id=self.project_id, hours=sorted({*hours, *(hour for hour, _ in tools)}),
                             shared=True)
         _upsert(ToolHourly, ("project_id", "hour", "tool_name"), TOOL_SUMS,
                 [((self.project_id, hour, tool), row) for (hour, tool), row in sorted(tools.items())])

@@ -169,6 +169,11 @@ def dirty_hours_mark(*, project_id: int, timestamps: Iterable[datetime], full: b
         )
 
 
+def dirty_hours_pending() -> bool:
+    """Whether any hour is marked for the rollup task."""
+    return DirtyHour.objects.exists()
+
+
 def _dirty_hours_claim(*, limit: int) -> list[tuple[int, datetime]]:
     """Claim and delete up to `limit` full marks, oldest first; must run inside the rebuild's transaction."""
     queryset = DirtyHour.objects.filter(full=True).order_by("marked_at", "id")
@@ -290,7 +295,7 @@ def _schema_costs(*, project_id: int, names: set[str]) -> dict[tuple[str, str], 
     return costs
 
 
-def _advertised(*, project_id: int, turn_rows: list[dict[str, Any]]) -> dict[Key, tuple[int, int]]:
+def advertised_counts(*, project_id: int, turn_rows: list[dict[str, Any]]) -> dict[Key, tuple[int, int]]:
     """(times advertised, schema tokens) per (hour, tool), from turn counts per advertised set."""
     counted = [row for row in turn_rows if row["advertised_set_id"] is not None]
     if not counted:
@@ -347,7 +352,7 @@ def _project_hourly(
     return [ProjectHourly(project_id=project_id, hour=hour, **fields) for hour, fields in sorted(totals.items())]
 
 
-def _hours_lock(*, project_id: int, hours: list[datetime], shared: bool = False) -> None:
+def hours_lock(*, project_id: int, hours: list[datetime], shared: bool = False) -> None:
     """Until commit: exclusive for a rebuild, shared for deltas and percentiles (module docstring)."""
     if connection.vendor != "postgresql" or not hours:
         return
@@ -371,14 +376,14 @@ def rollups_rebuild(*, project_id: int, hours: Iterable[datetime]) -> None:
     if not wanted:
         return
     with transaction.atomic():
-        _hours_lock(project_id=project_id, hours=wanted)
+        hours_lock(project_id=project_id, hours=wanted)
         # Deleted before reading: on SQLite this takes the write lock before anything is read.
         ToolHourly.objects.filter(project_id=project_id, hour__in=wanted).delete()
         ProjectHourly.objects.filter(project_id=project_id, hour__in=wanted).delete()
         calls = _call_rows(project_id=project_id, hours=wanted)
         turn_rows = _turn_rows(project_id=project_id, hours=wanted)
         sessions = _session_counts(project_id=project_id, hours=wanted)
-        advertised = _advertised(project_id=project_id, turn_rows=turn_rows)
+        advertised = advertised_counts(project_id=project_id, turn_rows=turn_rows)
         ToolHourly.objects.bulk_create(
             _tool_hourly(project_id=project_id, calls=calls, advertised=advertised), batch_size=INSERT_BATCH
         )
@@ -424,7 +429,7 @@ def rollups_refresh(*, limit: int = 500) -> int:
 
 def _percentiles_refresh(*, project_id: int, hours: list[datetime]) -> None:
     hours = _hours_normalise(hours)
-    _hours_lock(project_id=project_id, hours=hours, shared=True)
+    hours_lock(project_id=project_id, hours=hours, shared=True)
     values = _percentile_rows(project_id=project_id, hours=hours)
     if not values:
         return

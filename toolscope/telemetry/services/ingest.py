@@ -13,11 +13,10 @@ from typing import Any
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
-from toolscope_agent.engine.redaction import redact_arguments, redact_value
 
-from toolscope.policies.models import Tool
 from toolscope.telemetry.models import ApiKey, BatchKind, IngestBatch, Project, ToolCall, Turn
 from toolscope.telemetry.services.events import Rejected, event_validate
+from toolscope.telemetry.services.redact import event_redact, redact_keys
 
 logger = logging.getLogger(__name__)
 
@@ -56,26 +55,6 @@ def _known_ids(project: Project, events: list[dict[str, Any]]) -> set[tuple[str,
     return known
 
 
-def _redact_keys(project: Project, events: list[dict[str, Any]]) -> dict[str, set[str]]:
-    names = {event["tool_name"] for event in events if event["type"] == "tool_call"}
-    if not names:
-        return {}
-    rows = Tool.objects.filter(project=project, name__in=names).values_list("name", "redact")
-    return {name: set(keys) for name, keys in rows if keys}
-
-
-def event_redact(event: dict[str, Any], keys: dict[str, set[str]]) -> dict[str, Any]:
-    """The event with secret-looking text cut out of every string, and the tool's redacted
-    argument keys blanked. Tool definitions (catalog, turn tools) are the agent's own code and
-    are kept as sent."""
-    redacted = {
-        name: value if name == "tools" else redact_value(value) for name, value in event.items()
-    }
-    if "arguments" in event:
-        redacted["arguments"] = redact_arguments(event["arguments"], keys.get(event["tool_name"], ()))
-    return redacted
-
-
 def _dedupe_key(event: dict[str, Any]) -> tuple[str, str]:
     # Session events are idempotent upserts (a re-sent start may carry the attributes a tool call
     # event could not), so only an exact repeat inside one batch counts as a duplicate.
@@ -100,7 +79,7 @@ def ingest_events(
             outcome.counts["rejected"] += 1
 
     seen = _known_ids(project, valid)
-    keys = _redact_keys(project, valid)
+    keys = redact_keys(project, valid)
     accepted: list[dict[str, Any]] = []
     results = iter(r for r in outcome.results if r["status"] == "accepted")
     for event in valid:

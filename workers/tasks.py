@@ -6,17 +6,20 @@ import logging
 import random
 import socket
 import time
+import traceback
 import uuid
 from datetime import timedelta
 from typing import Any
 
 from celery import shared_task
+from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.core.cache import cache
 from django.db import InterfaceError, OperationalError, connection
 
 from toolscope.telemetry.services.batches import batches_sweep
-from toolscope.telemetry.services.processing import batch_attempts, batch_mark_failed, batch_process
+from toolscope.telemetry.services.processing import BatchResult, batch_attempts, batch_mark_failed, batch_process
+from toolscope.telemetry.services.quarantine import failure_reason
 from toolscope.telemetry.services.rollups import dirty_hours_pending, rollups_refresh
 from workers.heartbeat import heartbeat_record
 
@@ -62,19 +65,29 @@ MAX_ATTEMPTS = 5
 )
 def process_batch(self, batch_id: int) -> bool:
     try:
-        processed = batch_process(batch_id=batch_id)
+        result = batch_process(batch_id=batch_id, passthrough=(SoftTimeLimitExceeded,))
     except TRANSIENT_ERRORS:
         raise
     except Exception as exc:
+        # A time limit, or a failure outside any one event (events that fail are quarantined and
+        # never get here). The retry goes alone, without the batches merged into this attempt.
         final = batch_attempts(batch_id=batch_id) >= MAX_ATTEMPTS
-        batch_mark_failed(batch_id=batch_id, error=f"{type(exc).__name__}: {exc}", final=final)
-        logger.exception("batch %s failed (final: %s)", batch_id, final)
+        reason = failure_reason(exc)
+        batch_mark_failed(batch_id=batch_id, error=reason, final=final)
+        # The stack, not the message: a database error's message can quote the batch's values.
+        logger.error("batch %s failed (final: %s): %s\n%s", batch_id, final, reason,
+                     "".join(traceback.format_tb(exc.__traceback__)))
         if final:
             return False
-        raise self.retry(exc=exc, countdown=retry_delay(self.request.retries)) from exc
-    if processed:
+        raise self.retry(exc=exc, countdown=retry_delay(self.request.retries)) from None
+    if result is BatchResult.BUSY:
+        # Another worker holds the project: come back soon, without counting an attempt. The
+        # message waits in this worker's memory, not in a pool process.
+        process_batch.apply_async((batch_id,), queue=settings.INGEST_QUEUE, countdown=random.uniform(0.5, 1.5))
+        return False
+    if result:
         rollup_request()
-    return processed
+    return bool(result)
 
 
 def retry_delay(retries: int) -> float:

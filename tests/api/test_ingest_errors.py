@@ -47,7 +47,7 @@ def test_a_wrong_envelope_is_400_naming_the_field(api, body, field):
 @pytest.mark.parametrize(("event", "path", "reason"), [
     ({"type": "session"}, "events[0].id", "is required"),
     ({"type": "telepathy", "id": "x"}, "events[0].type", "must be one of"),
-    ({"type": "turn", "id": "t", "session_id": "s", "index": -1}, "events[0].index", "integer ≥ 0"),
+    ({"type": "turn", "id": "t", "session_id": "s", "index": -1}, "events[0].index", "integer from 0 to 2147483647"),
     ({"type": "turn", "id": "t", "session_id": "s", "index": 0, "usage": {"input_tokens": "12"}},
      "events[0].usage.input_tokens", "integer"),
     ({"type": "tool_call", "id": "c", "session_id": "s", "turn_index": 0}, "events[0].tool_name", "is required"),

@@ -11,7 +11,7 @@ from tests.factories import make_key
 from toolscope.policies.models import CompactionRule, Policy, Tool
 from toolscope.telemetry.models import Artifact, IngestBatch, ProjectHourly, ToolCall, ToolHourly, Turn
 from toolscope.telemetry.services.ingest import ingest_events
-from toolscope.telemetry.services.processing import batch_process
+from toolscope.telemetry.services.processing import BatchResult, batch_process
 from toolscope.tokenizer import count_tokens, schema_tokens
 
 SYSTEM = "You are a coding agent. Use the tools."
@@ -151,7 +151,7 @@ def test_processing_the_batch_again_changes_nothing(processed):
     before = snapshot()
     batch = IngestBatch.objects.get()
     IngestBatch.objects.filter(pk=batch.pk).update(status="pending")
-    assert batch_process(batch_id=batch.pk) is True
+    assert batch_process(batch_id=batch.pk) is BatchResult.DONE
     assert snapshot() == before
 
 

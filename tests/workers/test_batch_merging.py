@@ -8,7 +8,7 @@ import pytest
 from tests.workers.database import other_connection
 from toolscope.telemetry.models import BatchStatus, IngestBatch, Session, ToolCall
 from toolscope.telemetry.services import processing
-from toolscope.telemetry.services.processing import batch_process
+from toolscope.telemetry.services.processing import BatchResult, batch_process
 
 WHEN = "2026-11-22T10:00:00+00:00"
 
@@ -29,11 +29,11 @@ def statuses(*batches) -> list[tuple[str, int]]:
 def test_the_first_attempt_takes_the_projects_pending_batches_along(project, other_project):
     first, second, third = (session_batch(project, f"s{i}", calls=2) for i in range(3))
     elsewhere = session_batch(other_project, "x")
-    assert batch_process(batch_id=first.pk) is True
+    assert batch_process(batch_id=first.pk) is BatchResult.DONE
     assert statuses(first, second, third) == [(BatchStatus.DONE, 1)] * 3
     assert statuses(elsewhere) == [(BatchStatus.PENDING, 0)]  # another project's work stays apart
     assert ToolCall.objects.filter(project=project).count() == 6
-    assert batch_process(batch_id=second.pk) is False  # its own task finds it done
+    assert batch_process(batch_id=second.pk) is BatchResult.SKIPPED  # its own task finds it done
 
 
 def test_a_retry_goes_alone_and_a_retried_batch_is_nobody_s_partner(project):

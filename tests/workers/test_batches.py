@@ -8,9 +8,9 @@ import pytest
 from django.utils import timezone
 
 from tests.admin.conftest import admin_url
-from toolscope.telemetry.models import BatchStatus, IngestBatch, Session
+from toolscope.telemetry.models import BatchStatus, IngestBatch, QuarantinedEvent, Session
 from toolscope.telemetry.services.batches import batches_retry, batches_sweep, worker_metrics
-from toolscope.telemetry.services.processing import batch_process
+from toolscope.telemetry.services.processing import BatchResult, batch_process
 from workers import tasks
 
 GOOD = {"events": [{"type": "session", "id": "s1", "session_id": "s1", "action": "start",
@@ -34,7 +34,7 @@ def enqueued(monkeypatch):
 
 def test_processing_marks_done_and_counts_the_attempt(project):
     batch = make_batch(project)
-    assert batch_process(batch_id=batch.pk) is True
+    assert batch_process(batch_id=batch.pk) is BatchResult.DONE
     batch.refresh_from_db()
     assert (batch.status, batch.attempts, batch.error) == (BatchStatus.DONE, 1, "")
     assert batch.finished_at is not None
@@ -44,12 +44,28 @@ def test_a_done_batch_is_not_processed_again(project):
     batch = make_batch(project)
     batch_process(batch_id=batch.pk)
     Session.objects.all().delete()
-    assert batch_process(batch_id=batch.pk) is False
+    assert batch_process(batch_id=batch.pk) is BatchResult.SKIPPED
     assert not Session.objects.exists()
 
 
+def test_an_event_processing_fails_on_is_quarantined_and_the_rest_of_its_batch_commits(project):
+    batch = make_batch(project, {"events": [*GOOD["events"], *BROKEN["events"]]})
+    assert tasks.process_batch.apply(args=[batch.pk]).result is True
+    batch.refresh_from_db()
+    assert (batch.status, batch.attempts, batch.error) == (BatchStatus.DONE, 1, "")
+    assert Session.objects.filter(client_id="s1").exists()
+    quarantined = QuarantinedEvent.objects.get()
+    assert (quarantined.batch_id, quarantined.event_type, quarantined.client_id) == (batch.pk, "turn", "t1")
+    assert quarantined.event == BROKEN["events"][0]
+    assert quarantined.reason.startswith("KeyError at ")
+
+
+# A failure that is no event's fault: the stored payload itself is not a batch.
+CORRUPT = {"not events": [{"type": "turn", "id": "secret-value-1234"}]}
+
+
 def test_a_failing_batch_is_retried_then_failed_after_max_attempts(project):
-    batch = make_batch(project, BROKEN)
+    batch = IngestBatch.objects.create(project=project, payload=CORRUPT, event_count=1)
     for attempt in range(1, tasks.MAX_ATTEMPTS):
         with pytest.raises(Exception):  # noqa: B017,PT011 - the task asks Celery to retry
             tasks.process_batch.apply(args=[batch.pk], throw=True)
@@ -59,7 +75,8 @@ def test_a_failing_batch_is_retried_then_failed_after_max_attempts(project):
     batch.refresh_from_db()
     assert batch.status == BatchStatus.FAILED
     assert batch.attempts == tasks.MAX_ATTEMPTS
-    assert "KeyError" in batch.error
+    assert batch.error.startswith("KeyError at processing.py:")
+    assert "events" not in batch.error  # the class and the place, never the values
 
 
 def test_retrying_a_failed_batch_resets_it_and_enqueues_it(project, django_capture_on_commit_callbacks, enqueued):

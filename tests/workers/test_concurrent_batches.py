@@ -16,7 +16,7 @@ from tests import factories
 from tests.workers.database import other_connection
 from toolscope.telemetry.models import BatchStatus, IngestBatch, ProjectHourly, ToolCall, ToolHourly, Turn
 from toolscope.telemetry.services.accounting import BatchConflictError
-from toolscope.telemetry.services.processing import batch_process
+from toolscope.telemetry.services.processing import BatchResult, batch_process
 from workers import tasks
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -80,7 +80,7 @@ def test_a_call_stored_by_a_concurrent_worker_makes_the_batch_retry_and_skip_it(
     assert isinstance(outcome, tasks.TRANSIENT_ERRORS)  # the task retries it with backoff
     assert set(ToolCall.objects.values_list("client_id", flat=True)) == {"c1"}  # nothing half stored
 
-    assert batch_process(batch_id=batch.pk) is True  # the retry
+    assert batch_process(batch_id=batch.pk) is BatchResult.DONE  # the retry
     batch.refresh_from_db()
     assert batch.status == BatchStatus.DONE
     assert sorted(ToolCall.objects.values_list("client_id", "session__client_id")) == [
@@ -98,7 +98,7 @@ def test_a_turn_stored_by_a_concurrent_worker_makes_the_batch_retry_and_skip_it(
     assert isinstance(outcome, BatchConflictError)
     assert not ToolCall.objects.exists()  # nothing half stored
 
-    assert batch_process(batch_id=batch.pk) is True
+    assert batch_process(batch_id=batch.pk) is BatchResult.DONE
     assert list(Turn.objects.values_list("client_id", "session__client_id")) == [("t0", "elsewhere")]
     # The calls' turn (index 0 of s1) was never stored: they wait for it unlinked.
     assert sorted(ToolCall.objects.values_list("client_id", "turn_id")) == [("c1", None), ("c2", None)]
@@ -110,7 +110,7 @@ def test_a_batch_waits_while_another_worker_holds_its_session(project):
     session = factories.make_session(project, client_id="s1")
     batch = IngestBatch.objects.create(project=project, payload={"events": EVENTS}, event_count=len(EVENTS))
     outcome = _race(batch, ("SELECT id FROM telemetry_session WHERE id = %s FOR UPDATE", [session.pk]))
-    assert outcome is True
+    assert outcome is BatchResult.DONE
     assert ToolHourly.objects.get(tool_name="bash").calls == 2
 
 
@@ -119,7 +119,7 @@ def test_a_batch_waits_for_a_rebuild_of_its_hour_and_adds_on_top(project):
     batch = IngestBatch.objects.create(project=project, payload={"events": EVENTS}, event_count=len(EVENTS))
     hour_key = int(datetime.fromisoformat(WHEN).timestamp()) // 3600
     outcome = _race(batch, ("SELECT pg_advisory_xact_lock(%s::integer, %s::integer)", [project.pk, hour_key]))
-    assert outcome is True
+    assert outcome is BatchResult.DONE
     row = ToolHourly.objects.get(tool_name="bash")
     assert (row.calls, row.times_called) == (2, 1)
     assert ProjectHourly.objects.get().sessions == 1
@@ -135,7 +135,7 @@ def test_a_session_inserted_by_a_concurrent_worker_makes_the_batch_retry(project
     ))
     assert isinstance(outcome, BatchConflictError)
     assert not ToolCall.objects.exists()
-    assert batch_process(batch_id=batch.pk) is True
+    assert batch_process(batch_id=batch.pk) is BatchResult.DONE
     assert ToolHourly.objects.get(tool_name="bash").calls == 2
     # The retry found the session stored and moved its start to the batch's earlier event: the
     # session counts in that hour (the rival's hour, never counted, stays clamped at nothing).

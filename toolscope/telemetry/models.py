@@ -226,6 +226,11 @@ class ToolCall(models.Model):
     retries = models.PositiveSmallIntegerField(default=0)
     approval = models.CharField(max_length=16, choices=Approval.choices, default=Approval.NOT_REQUIRED)
     started_at = models.DateTimeField()
+    altered = models.BooleanField(
+        default=False,
+        db_default=False,  # no rewrite of the table when the column is added
+        help_text="Its text held characters the database cannot store (NUL, unpaired surrogates), stored as U+FFFD.",
+    )
 
     # Token accounting, filled by the workers with the project's encoding.
     output_hash = models.CharField(max_length=64, blank=True, help_text="sha256 of the normalised output.")
@@ -412,3 +417,23 @@ class IngestBatch(models.Model):
 
     def __str__(self) -> str:
         return f"batch {self.pk} ({self.status})"
+
+
+class QuarantinedEvent(models.Model):
+    """An accepted event the workers could not store, kept whole with the reason, so that its
+    batch's other events commit and nothing accepted is lost. An operator retries it from the
+    admin once the cause is fixed (services/quarantine.py)."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+")
+    batch = models.ForeignKey(IngestBatch, null=True, blank=True, on_delete=models.SET_NULL, related_name="quarantined")
+    event_type = models.CharField(max_length=16)
+    client_id = models.CharField(max_length=200, help_text="The event id the agent sent.")
+    event = JSONTextField(help_text="The event as accepted (redacted).")
+    reason = models.TextField(help_text="Why it could not be stored; never the values it held.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["project", "-created_at"], name="quarantine_project_created")]
+
+    def __str__(self) -> str:
+        return f"{self.event_type} {self.client_id}"

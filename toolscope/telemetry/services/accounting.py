@@ -276,19 +276,23 @@ def _budgets_save(
     set_tokens = dict(AdvertisedSet.objects.filter(
         pk__in={t["advertised_set_id"] for t in turns if t["advertised_set_id"]}
     ).values_list("pk", "schema_tokens"))
-    outputs_by_turn: dict[tuple[int, int], int] = defaultdict(int)
+    # Per session, the effective output tokens of its calls by turn index.
+    outputs_by_turn: dict[int, dict[int, int]] = defaultdict(lambda: defaultdict(int))
     for call in calls:
-        outputs_by_turn[(call.row["session_id"], call.row["turn_index"])] += _effective_tokens(call, suppress=suppress)
+        outputs_by_turn[call.row["session_id"]][call.row["turn_index"]] += _effective_tokens(call, suppress=suppress)
     changed = []
     by_session: dict[int, list[dict[str, Any]]] = defaultdict(list)
     messages = carried = 0
     session = None
+    pending: list[tuple[int, int]] = []
     for turn in turns:
         if turn["session_id"] != session:
-            session, messages, carried, last_index = turn["session_id"], 0, 0, -1
-        # Outputs of calls made in earlier turns are in this request's history.
-        carried += sum(outputs_by_turn.get((session, i), 0) for i in range(last_index, turn["index"]) if i >= 0)
-        last_index = turn["index"]
+            session, messages, carried = turn["session_id"], 0, 0
+            pending = sorted(outputs_by_turn[session].items(), reverse=True)
+        # Outputs of calls made in earlier turns are in this request's history. Walked by the
+        # calls' own indexes, never over the gap between two turn indexes (a client's number).
+        while pending and pending[-1][0] < turn["index"]:
+            carried += pending.pop()[1]
         messages += turn["new_message_tokens"] or 0
         budget = _budget(turn, project, schema=set_tokens.get(turn["advertised_set_id"]) or 0,
                          messages=messages, outputs=carried)
@@ -328,6 +332,7 @@ def _sessions_summarize(
         summary.error_count += call.row["status"] != "ok"
         summary.duplicate_tokens += call.get("duplicate_tokens") or 0
     for sid, summary in summaries.items():
+        summary.duplicate_tokens = _capped(summary.duplicate_tokens)
         shares = [b["window_share"] for b in budgets.get(sid, ())]
         summary.turn_count = len(shares)
         summary.max_window_share = max(shares, default=None)
@@ -344,6 +349,15 @@ def _budget(turn: dict[str, Any], project: Project, *, schema: int, messages: in
     # The provider's count is what the request really used; the estimate is what the policy
     # would leave. Near-window means the larger of the two is over 80% of the window.
     share = max(estimate, turn["input_tokens"] or 0) / project.context_window
-    return {"schema_tokens": schema, "message_tokens": messages, "tool_output_tokens": outputs,
-            "estimated_input_tokens": estimate, "window_share": round(share, 4),
-            "near_window": share > NEAR_WINDOW_SHARE}
+    # Running sums over a session are a client's to grow without end; an integer column holds
+    # 2^31 - 1, which is far past any context window, so the sums stop there.
+    return {"schema_tokens": _capped(schema), "message_tokens": _capped(messages),
+            "tool_output_tokens": _capped(outputs), "estimated_input_tokens": _capped(estimate),
+            "window_share": round(share, 4), "near_window": share > NEAR_WINDOW_SHARE}
+
+
+MAX_COLUMN_INT = 2**31 - 1
+
+
+def _capped(value: int) -> int:
+    return min(value, MAX_COLUMN_INT)

@@ -8,13 +8,16 @@ constraints on (project, client_id) make every insert idempotent as well.
 
 from __future__ import annotations
 
+import enum
 import logging
 import math
 from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, InterfaceError, OperationalError, connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 from toolscope_agent.engine.duplicates import normalize_output, normalized_fingerprint
@@ -25,6 +28,7 @@ from toolscope.telemetry.models import BatchStatus, IngestBatch, Project, Sessio
 from toolscope.telemetry.services.accounting import BatchConflictError, sessions_account
 from toolscope.telemetry.services.advertised import advertised_sets_resolve
 from toolscope.telemetry.services.bulk import ids_allocate, rows_update
+from toolscope.telemetry.services.quarantine import Entry, events_apply_isolating, quarantine_store
 from toolscope.tokenizer import count_many
 
 logger = logging.getLogger(__name__)
@@ -42,8 +46,33 @@ MERGE_MAX_EVENTS = 2_000
 MERGE_MAX_BATCHES = 20
 
 
-def batch_process(*, batch_id: int) -> bool:
-    """Process the batch if it still needs it. Returns False when there was nothing to do."""
+class BatchResult(enum.Enum):
+    DONE = "done"  # processed now (some events may be quarantined)
+    SKIPPED = "skipped"  # nothing to do: gone, done or failed already
+    BUSY = "busy"  # the project's quota of workers is busy with its other batches; try again soon
+
+    def __bool__(self) -> bool:
+        return self is BatchResult.DONE
+
+
+def batch_process(*, batch_id: int, passthrough: tuple[type[BaseException], ...] = ()) -> BatchResult:
+    """Process the batch if it still needs it. Events the workers cannot store are quarantined
+    with their reason and the rest commit (services/quarantine.py); exceptions that are not an
+    event's fault (the database blinking, `passthrough`: a time limit) fail the attempt.
+
+    A project is processed by one worker at a time (PostgreSQL): a tenant's slow or plentiful
+    batches occupy one worker process, never all of them, and its other batches answer BUSY
+    without counting an attempt."""
+    project_id = IngestBatch.objects.filter(pk=batch_id).values_list("project_id", flat=True).first()
+    if project_id is None:
+        return BatchResult.SKIPPED
+    with _project_slot(project_id) as acquired:
+        if not acquired:
+            return BatchResult.BUSY
+        return _batch_process(batch_id, passthrough)
+
+
+def _batch_process(batch_id: int, passthrough: tuple[type[BaseException], ...]) -> BatchResult:
     IngestBatch.objects.filter(pk=batch_id, status__in=[BatchStatus.PENDING, BatchStatus.PROCESSING]).update(
         attempts=F("attempts") + 1, status=BatchStatus.PROCESSING, started_at=timezone.now()
     )
@@ -58,11 +87,17 @@ def batch_process(*, batch_id: int) -> bool:
             .first()
         )
         if batch is None or batch.status in (BatchStatus.DONE, BatchStatus.FAILED):
-            return False
+            return BatchResult.SKIPPED
         partners = _partners_claim(batch) if batch.attempts <= 1 else []
         # In the order they were received: a later session event (new metadata, the end) wins.
         group = sorted([batch, *partners], key=lambda b: (b.received_at, b.pk))
-        events_apply(project=batch.project, events=[event for b in group for event in b.payload["events"]])
+        entries = [Entry(b.pk, event) for b in group for event in b.payload["events"]]
+        failures = events_apply_isolating(
+            entries=entries, apply=lambda events: events_apply(project=batch.project, events=events),
+            passthrough=(*NOT_THE_EVENTS_FAULT, *passthrough),
+        )
+        if failures:
+            quarantine_store(project=batch.project, failures=failures)
         now = timezone.now()
         IngestBatch.objects.filter(pk=batch.pk).update(status=BatchStatus.DONE, error="", finished_at=now)
         if partners:
@@ -70,7 +105,32 @@ def batch_process(*, batch_id: int) -> bool:
                 status=BatchStatus.DONE, error="", attempts=F("attempts") + 1, started_at=batch.started_at,
                 finished_at=now,
             )
-    return True
+    return BatchResult.DONE
+
+
+# Errors that say nothing about the events: the attempt fails and is retried whole.
+NOT_THE_EVENTS_FAULT: tuple[type[BaseException], ...] = (OperationalError, InterfaceError)
+# pg_try_advisory_lock(bigint): the single-key space, apart from the rollups' two-key locks.
+_PROJECT_LOCK_BASE = 0x7473_0001 << 32
+
+
+@contextmanager
+def _project_slot(project_id: int) -> Iterator[bool]:
+    """Whether this worker may process the project now: a session-level advisory lock, released
+    on exit or when the connection dies with the worker. Not on SQLite (tasks run in-process)."""
+    if connection.vendor != "postgresql":
+        yield True
+        return
+    key = _PROJECT_LOCK_BASE + project_id
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_try_advisory_lock(%s)", [key])
+        acquired = cursor.fetchone()[0]
+    try:
+        yield acquired
+    finally:
+        if acquired:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_advisory_unlock(%s)", [key])
 
 
 def _partners_claim(batch: IngestBatch) -> list[IngestBatch]:
@@ -98,7 +158,8 @@ def batch_attempts(*, batch_id: int) -> int:
 
 
 def batch_mark_failed(*, batch_id: int, error: str, final: bool) -> None:
-    """Record a failed attempt; a final one leaves the batch `failed` for an operator to retry."""
+    """Record a failed attempt; a final one leaves the batch `failed` for an operator to retry.
+    `error` must not quote the batch's values (quarantine.failure_reason)."""
     status = BatchStatus.FAILED if final else BatchStatus.PENDING
     IngestBatch.objects.filter(pk=batch_id).exclude(status=BatchStatus.DONE).update(
         status=status, error=error[:10_000], finished_at=timezone.now() if final else None
@@ -292,7 +353,7 @@ def _tool_calls_new(
             "arguments": event.get("arguments", {}), "output": outputs[i], "status": event.get("status", "ok"),
             "error": event.get("error", ""), "duration_ms": event.get("duration_ms"),
             "retries": event.get("retries", 0), "approval": event.get("approval", "not_required"),
-            "started_at": _when(event["timestamp"]),
+            "started_at": _when(event["timestamp"]), "altered": bool(event.get("altered")),
             # Whitespace-only outputs carry nothing to repeat: never duplicates.
             "output_hash": normalized_fingerprint(normalized) if (normalized := normalize_output(outputs[i])) else "",
             "output_tokens": counts[i], "argument_tokens": counts[len(events) + i], "created_at": now,

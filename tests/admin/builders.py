@@ -16,7 +16,7 @@ from toolscope.policies.models import (
     ToolGroup,
     ToolVersion,
 )
-from toolscope.telemetry.models import Artifact, IngestBatch, Project
+from toolscope.telemetry.models import Artifact, IngestBatch, Project, QuarantinedEvent
 
 _seq = itertools.count(1)
 
@@ -86,6 +86,14 @@ def make_batch(project: Project, payload=None) -> IngestBatch:
     return IngestBatch.objects.create(project=project, payload=payload, event_count=len(payload["events"]))
 
 
+def make_quarantined(batch: IngestBatch) -> QuarantinedEvent:
+    event = {"type": "turn", "id": f"poison-{next(_seq)}", "session_id": "s", "index": 2**40}
+    return QuarantinedEvent.objects.create(
+        project=batch.project, batch=batch, event_type="turn", client_id=event["id"], event=event,
+        reason="DataError: value \"…\" is out of range for type integer (SQLSTATE 22003)",
+    )
+
+
 def make_everything(project: Project) -> dict[type, object]:
     """One row of every model an operator sees in the admin, all in `project`."""
     session = factories.make_session(project, agent_name="coder", model="gpt-4o")
@@ -107,7 +115,8 @@ def make_everything(project: Project) -> dict[type, object]:
         turn.advertised_set,
         factories.make_tool_call(turn, artifact=artifact),
         artifact,
-        make_batch(project),
+        batch := make_batch(project),
+        make_quarantined(batch),
         tool,
         policy,
         group,

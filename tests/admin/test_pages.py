@@ -18,6 +18,7 @@ from toolscope.telemetry.models import (
     ApiKey,
     Artifact,
     IngestBatch,
+    QuarantinedEvent,
     Membership,
     Project,
     Session,
@@ -32,7 +33,8 @@ ADMIN_MODELS = sorted(
 )
 # Rows that ingest, processing or publishing write; the admin only shows them.
 NOT_ADDABLE = {
-    Session, Turn, AdvertisedSet, ToolCall, Artifact, IngestBatch, Tool, PolicyVersion, PolicyAuditEntry,
+    Session, Turn, AdvertisedSet, ToolCall, Artifact, IngestBatch, QuarantinedEvent, Tool, PolicyVersion,
+    PolicyAuditEntry,
 }
 # Edited on the page of their tool or policy.
 SHOWN_INLINE = {"policies.ToolVersion", "policies.ContextRule", "policies.CompactionRule"}
@@ -123,6 +125,7 @@ SEARCH_TERM = {
     "telemetry.AdvertisedSet": lambda rows: rows[AdvertisedSet].digest,
     "telemetry.ToolCall": lambda rows: rows[ToolCall].client_id,
     "telemetry.Artifact": lambda rows: rows[ToolCall].client_id,
+    "telemetry.QuarantinedEvent": lambda rows: rows[QuarantinedEvent].client_id,
     "policies.Tool": lambda rows: rows[Tool].name,
     "policies.Policy": lambda rows: rows[Project].slug,
     "policies.ToolGroup": lambda rows: rows[ToolGroup].name,

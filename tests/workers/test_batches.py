@@ -8,7 +8,7 @@ import pytest
 from django.utils import timezone
 
 from tests.admin.conftest import admin_url
-from toolscope.telemetry.models import BatchStatus, IngestBatch, QuarantinedEvent, Session
+from toolscope.telemetry.models import BatchStatus, IngestBatch, QuarantinedEvent, Session, Turn
 from toolscope.telemetry.services.batches import batches_retry, batches_sweep, worker_metrics
 from toolscope.telemetry.services.processing import BatchResult, batch_process
 from workers import tasks
@@ -125,3 +125,30 @@ def test_worker_metrics_report_lag_throughput_and_failures(project, client):
     assert metrics["failed_batches"] == 1
     readyz = client.get("/readyz").json()
     assert readyz["checks"]["worker"]["batches"]["failed_batches"] == 1
+
+
+def test_quarantined_events_are_listed_counted_and_retried_from_the_admin(
+        project, superuser, client, django_capture_on_commit_callbacks, monkeypatch):
+    batch = make_batch(project, {"events": [*GOOD["events"], *BROKEN["events"]]})
+    batch_process(batch_id=batch.pk)
+    quarantined = QuarantinedEvent.objects.get()
+    assert worker_metrics()["quarantined_events"] == 1
+    assert client.get("/readyz").json()["checks"]["worker"]["batches"]["quarantined_events"] == 1
+    client.force_login(superuser)
+    listing = client.get(admin_url(QuarantinedEvent, "changelist")).content.decode()
+    assert "t1" in listing and "KeyError" in listing
+    assert "quarantined events: 1" in client.get(admin_url(IngestBatch, "changelist")).content.decode()
+
+    # The cause is fixed (here: the event is repaired as a deploy's new code would read it).
+    QuarantinedEvent.objects.filter(pk=quarantined.pk).update(event={**BROKEN["events"][0], "index": 0})
+    sent = []
+    monkeypatch.setattr("toolscope.telemetry.services.ingest.batch_enqueue", lambda *, batch_id: sent.append(batch_id))
+    with django_capture_on_commit_callbacks(execute=True):
+        response = client.post(admin_url(QuarantinedEvent, "changelist"),
+                               {"action": "retry_events", "_selected_action": [quarantined.pk]}, follow=True)
+    assert "1 event(s) sent to the workers again" in response.content.decode()
+    assert not QuarantinedEvent.objects.exists()
+    retry = IngestBatch.objects.get(pk=sent[0])
+    assert retry.payload == {"events": [{**BROKEN["events"][0], "index": 0}]}
+    assert batch_process(batch_id=retry.pk) is BatchResult.DONE
+    assert Turn.objects.filter(client_id="t1", index=0).exists()

@@ -2,7 +2,7 @@
 
 from django.contrib import admin
 
-from toolscope.telemetry.admin import api_keys, batches, projects, records  # noqa: F401  (registers the admins)
+from toolscope.telemetry.admin import api_keys, batches, projects, quarantine, records  # noqa: F401  (registers the admins)
 
 admin.site.site_header = "toolscope admin"
 admin.site.site_title = "toolscope admin"

@@ -11,7 +11,7 @@ from django.db import transaction
 from django.db.models import Min, Q, Sum
 from django.utils import timezone
 
-from toolscope.telemetry.models import BatchStatus, IngestBatch
+from toolscope.telemetry.models import BatchStatus, IngestBatch, QuarantinedEvent
 from toolscope.telemetry.services.ingest import batch_enqueue
 
 logger = logging.getLogger(__name__)
@@ -64,5 +64,6 @@ def worker_metrics(*, window: timedelta = timedelta(minutes=5)) -> dict[str, Any
         "pending_events": open_batches["events"] or 0,
         "events_per_second": round((recent["done"] or 0) / window.total_seconds(), 1),
         "failed_batches": IngestBatch.objects.filter(status=BatchStatus.FAILED).count(),
+        "quarantined_events": QuarantinedEvent.objects.count(),
         "window_seconds": int(window.total_seconds()),
     }

@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from django.conf import settings
 from django.db import DatabaseError, transaction
 
 from toolscope.telemetry.models import BatchKind, Project, QuarantinedEvent
@@ -80,7 +81,9 @@ def failure_reason(exc: BaseException) -> str:
             # Some primary messages quote the value: 'invalid input syntax for type integer: "x"'.
             detail = _QUOTED.sub('"…"', primary) + (f" (SQLSTATE {state})" if state else "")
         else:
-            detail = type(cause).__name__ if cause is not None else "database error"
+            # The driver refused before sending: its messages are fixed texts ("PostgreSQL text
+            # fields cannot contain NUL (0x00) bytes"), quoted parts dropped all the same.
+            detail = _QUOTED.sub('"…"', str(cause or "database error"))[:200]
         return f"{type(exc).__name__}: {detail}{where}"
     return f"{type(exc).__name__}{where}"
 
@@ -91,7 +94,8 @@ _QUOTED = re.compile(r'"[^"]*"')
 def _origin(exc: BaseException) -> str:
     """' at module.py:123 (function)': the innermost frame of toolscope's own code."""
     frames = traceback.extract_tb(exc.__traceback__)
-    ours = [frame for frame in frames if "/site-packages/" not in frame.filename]
+    root = str(settings.BASE_DIR)
+    ours = [frame for frame in frames if frame.filename.startswith(root) and "-packages/" not in frame.filename]
     if not (ours or frames):
         return ""
     frame = (ours or frames)[-1]

@@ -9,18 +9,26 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from api.serializers import ErrorSerializer
-from toolscope.policies.services.resolve import FORMATS, PolicyNotPublished, policy_resolve, tools_search
+from toolscope.policies.services.resolve import (
+    FORMATS,
+    MAX_MESSAGE_LENGTH,
+    MAX_QUERY_LENGTH,
+    PolicyNotPublished,
+    policy_resolve,
+    tools_search,
+)
 
 READ_ERRORS = {400: ErrorSerializer, 401: ErrorSerializer, 403: ErrorSerializer, 404: ErrorSerializer}
 
 
 class ResolveInput(serializers.Serializer):
-    message = serializers.CharField(allow_blank=True, required=False, default="",
-                                    help_text="The task message the context rules look at.")
+    message = serializers.CharField(
+        allow_blank=True, required=False, default="", max_length=MAX_MESSAGE_LENGTH,
+        help_text=f"The task message the context rules look at; at most {MAX_MESSAGE_LENGTH:,} characters.")
     state = serializers.DictField(required=False, allow_null=True, default=None,
                                   help_text="The session's state as returned by the previous call.")
     format = serializers.ChoiceField(choices=FORMATS, default="openai")
-    label = serializers.SlugField(default="production")
+    label = serializers.SlugField(default="production", max_length=64)
 
 
 class ResolveOutput(serializers.Serializer):
@@ -38,7 +46,8 @@ class ResolveOutput(serializers.Serializer):
 
 
 class SearchInput(serializers.Serializer):
-    query = serializers.CharField(max_length=500)
+    query = serializers.CharField(max_length=MAX_QUERY_LENGTH,
+                                  help_text=f"What the tool should do; at most {MAX_QUERY_LENGTH} characters.")
     top_k = serializers.IntegerField(default=8, help_text="Clamped to 1..20.")
 
 

@@ -93,3 +93,78 @@ def test_another_projects_key_resolves_its_own_catalog_only(api_for, other_proje
     outsider = api_for(make_key(other_project, scopes=["policy:read"]).secret)
     assert outsider.post("/api/v1/policy/resolve", {"message": "x"}, format="json").status_code == 404
     assert outsider.post("/api/v1/tools/search", {"query": "git"}, format="json").json()["results"] == []
+
+
+# --- Limits: rules match in linear time, inputs are bounded ---------------------------------------
+
+# Each takes Python's backtracking `re` longer than any test run on a long message without "!",
+# "=" or "b" (O(n^6)): a regression to `re` on the server hangs these tests instead of passing.
+CATASTROPHIC = [r"\w*\w*\w*\w*\w*!", r".*.*.*.*=", r"a*a*a*a*a*b"]
+
+
+def _backdate_regex(version, regex: str) -> None:
+    """Put a rule with `regex` into a published version's stored document, as a version published
+    before publishing refused such patterns still carries it (publishing now refuses it)."""
+    document = version.document
+    document["selection"]["context_rules"].append({"name": "legacy", "keywords": [], "regex": regex,
+                                                   "groups": ["testing"]})
+    type(version).objects.filter(pk=version.pk).update(document=document)
+
+
+def test_the_server_matches_rule_regexes_with_re2():
+    from toolscope_agent.engine import selection
+
+    assert selection.REGEX_ENGINE == "re2"
+    assert type(selection.rule_regex(r"\w*\w*!")).__module__.startswith("re2")
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("regex", CATASTROPHIC)
+@pytest.mark.parametrize("length", [400, 100_000])
+def test_a_catastrophic_regex_of_an_old_version_answers_a_long_message(reader, published, regex, length):
+    _backdate_regex(published, regex)
+    response = reader.post("/api/v1/policy/resolve", {"message": "a" * length}, format="json")
+    assert response.status_code == 200
+    assert "run_tests" not in response.json()["reasons"]
+
+
+@pytest.mark.django_db
+def test_a_rule_regex_sees_the_end_of_a_message_at_the_length_limit(reader, published):
+    _backdate_regex(published, r"a*a*a*a*a*b")
+    response = reader.post("/api/v1/policy/resolve", {"message": "a" * 99_999 + "b"}, format="json")
+    assert response.status_code == 200
+    assert response.json()["reasons"]["run_tests"] == "rule:legacy"
+
+
+@pytest.mark.django_db
+def test_a_message_over_the_limit_is_a_json_400_naming_the_field(reader, published):
+    response = reader.post("/api/v1/policy/resolve", {"message": "a" * 100_001}, format="json")
+    assert response.status_code == 400
+    assert response["Content-Type"].startswith("application/json")
+    body = response.json()
+    assert body["field"] == "message"
+    assert body["errors"] == {"message": "Ensure this field has no more than 100000 characters."}
+
+
+@pytest.mark.django_db
+def test_a_search_query_over_the_limit_is_a_json_400_naming_the_field(reader, published):
+    response = reader.post("/api/v1/tools/search", {"query": "git " * 126}, format="json")
+    assert response.status_code == 400
+    assert response["Content-Type"].startswith("application/json")
+    assert response.json()["field"] == "query"
+
+
+@pytest.mark.django_db
+def test_a_label_over_64_characters_is_a_json_400_naming_the_field(reader, published):
+    response = reader.post("/api/v1/policy/resolve", {"message": "hi", "label": "x" * 65}, format="json")
+    assert response.status_code == 400
+    assert response.json()["field"] == "label"
+
+
+@pytest.mark.django_db
+def test_the_openapi_schema_documents_the_length_limits(client):
+    schema = client.get("/api/v1/schema", HTTP_ACCEPT="application/vnd.oai.openapi+json").json()
+    properties = {name: schema["components"]["schemas"][name]["properties"] for name in ("ResolveInput", "SearchInput")}
+    assert properties["ResolveInput"]["message"]["maxLength"] == 100_000
+    assert properties["ResolveInput"]["label"]["maxLength"] == 64
+    assert properties["SearchInput"]["query"]["maxLength"] == 500

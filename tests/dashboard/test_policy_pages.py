@@ -225,6 +225,18 @@ def test_a_dangerous_regex_is_refused_inline_and_nothing_is_saved(editor_client,
     assert not PolicyAuditEntry.objects.exists()
 
 
+@pytest.mark.parametrize(("regex", "shown"), [
+    (r".*.*.*.*=", "can take polynomial time"),
+    (r"(\w+) \1", "RE2, which matches rules, cannot compile it (invalid escape sequence: \\1)"),
+])
+def test_a_regex_that_is_polynomial_or_that_re2_refuses_is_refused_inline(editor_client, policy, regex, shown):
+    data = {**_draft_data(editor_client, policy.project), "rules-0-name": "slow", "rules-0-regex": regex}
+    response = editor_client.post(_url(policy.project, "policy"), data)
+    assert response.status_code == 400
+    assert shown in response.content.decode()
+    assert not ContextRule.objects.exists()
+
+
 def test_publishing_problems_of_the_draft_are_shown_where_they_are(viewer_client, policy):
     CompactionRule.objects.create(policy=policy, tools="nothing_*", max_tokens=100)
     Policy.objects.filter(pk=policy.pk).update(mode=SelectionMode.TOOL_SEARCH)

@@ -57,6 +57,18 @@ def test_the_publish_page_lists_every_problem_and_disables_the_button(root_clien
     assert "disabled" in content.split('name="_publish"')[1].split(">")[0]
 
 
+def test_the_publish_page_names_rules_with_a_polynomial_or_re2_refused_regex(root_client, policy):
+    make_rule(policy, "greedy", regex=r"\w*\w*\w*\w*\w*!")
+    make_rule(policy, "lookbehind", regex=r"(?<=git )push")
+    response = root_client.get(publish_url(policy))
+    fields = [problem.field for problem in response.context["problems"]]
+    assert fields == ["context_rules.greedy.regex", "context_rules.lookbehind.regex"]
+    content = response.content.decode()
+    assert "can take polynomial time" in content
+    assert "RE2, which matches rules, cannot compile it (invalid perl operator: (?&lt;=)" in content
+    assert "disabled" in content.split('name="_publish"')[1].split(">")[0]
+
+
 def test_posting_publishes_and_opens_the_new_version(root_client, policy, post_publish, superuser):
     response = post_publish(policy, comment="first cut")
     version = PolicyVersion.objects.get()

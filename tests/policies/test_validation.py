@@ -65,6 +65,21 @@ def test_a_pathological_regex_is_refused(policy, regex):
     assert "exponential time" in _problems(policy)["context_rules.slow.regex"]
 
 
+@pytest.mark.parametrize("regex", [r"\w*\w*\w*\w*\w*!", r".*.*.*.*=", r"a*a*a*a*a*b", r".+.+"])
+def test_adjacent_repeats_over_the_same_characters_are_refused(policy, regex):
+    make_rule(policy, name="slow", regex=regex)
+    assert "polynomial time" in _problems(policy)["context_rules.slow.regex"]
+
+
+def test_a_regex_re2_cannot_compile_is_refused_naming_the_rule_and_field(policy):
+    make_rule(policy, name="echo", regex=r"(\w+) \1")
+    problems = [str(problem) for problem in policy_validate(policy=policy)]
+    assert problems == [(
+        "context_rules.echo.regex: RE2, which matches rules, cannot compile it (invalid escape sequence: \\1); "
+        "back-references, lookarounds, atomic groups and possessive repeats are not supported"
+    )]
+
+
 def test_a_disabled_rule_is_not_checked_because_it_is_not_published(policy):
     make_rule(policy, name="off", regex="(a+)+", enabled=False)
     assert _problems(policy) == {}

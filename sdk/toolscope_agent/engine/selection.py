@@ -21,6 +21,13 @@ Contract (docs/policy.md), with the choices the document leaves open:
 - A missing or malformed section falls back to its default; an unknown mode means `all`; an
   invalid regex in a rule never matches. Agents apply documents they did not validate, and a
   selection that degrades beats an agent that stops.
+- A rule's regex runs on RE2 (`google-re2`, the `toolscope-agent[re2]` extra; the server always
+  has it) when it is importable: linear time in the message, whatever the pattern, and a pattern
+  RE2 cannot compile (back-references, lookarounds) never matches. Without RE2 it runs on
+  Python's backtracking `re` over the first `FALLBACK_TEXT_LIMIT` characters of the message
+  only, which bounds what a pattern that backtracks polynomially can cost (publishing refuses
+  the shapes that backtrack, so only older or hand-made documents carry them). Keywords always
+  run on `re` over the whole message: they are escaped literals, linear by construction.
 
 `select_tools` never mutates the state: the agent calls `SessionState.observe` after the model
 answers, so what a turn loads or activates joins from the next `select_tools`.
@@ -33,9 +40,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import compress
 from operator import itemgetter, not_
-from typing import Any
+from typing import Any, Protocol
 
 from toolscope_agent.engine.render import SEARCH_TOOL_NAME, menu_from_names
+
+try:
+    import re2  # type: ignore[import-untyped, import-not-found, unused-ignore]  # no type hints
+except ImportError:  # the SDK's plain install: rules fall back to `re` on a bounded text
+    re2 = None
 
 MODES: tuple[str, ...] = ("all", "context_rules", "progressive", "tool_search")
 DEFAULT_MODE = "all"
@@ -43,10 +55,25 @@ DEFAULT_HINT_PREFIX = "$"
 _STATE_FORMAT = 1
 _HINT_NAME = r"([A-Za-z0-9_.-]+)"
 _CACHE_LIMIT = 2048
+# Without RE2, a rule's regex sees this many characters of the message. Python's `re` backtracks:
+# a pattern like `\w*\w*!` costs O(n^3) on a text of n characters, and publishing's static check
+# refuses the known shapes, but a document the agent did not get from a current server may carry
+# one. Task messages name what they are about early, so the start of the text is what rules need.
+FALLBACK_TEXT_LIMIT = 1_000
+# Which matcher runs context-rule regexes in this process: "re2" (linear time) or "re".
+REGEX_ENGINE = "re" if re2 is None else "re2"
+
+
+class RuleRegex(Protocol):
+    """A compiled rule regex, from RE2 or `re`: only `search` is used."""
+
+    def search(self, text: str, /) -> object: ...
+
 
 # Compiled once per pattern (and once per keyword list): rules are re-applied on every turn.
 # None records a pattern that does not compile, so it is not retried either.
 _REGEX_CACHE: dict[str, re.Pattern[str] | None] = {}
+_RULE_CACHE: dict[str, RuleRegex | None] = {}
 _KEYWORD_CACHE: dict[tuple[str, ...], re.Pattern[str] | None] = {}
 _HINT_CACHE: dict[str, re.Pattern[str]] = {}
 
@@ -64,6 +91,44 @@ def _compiled(pattern: str) -> re.Pattern[str] | None:
         compiled = None
     _REGEX_CACHE[pattern] = compiled
     return compiled
+
+
+def _re2_options() -> Any:
+    options = re2.Options()
+    options.case_sensitive = False
+    options.log_errors = False  # a pattern RE2 refuses is an expected outcome, not a log line
+    return options
+
+
+def rule_regex(pattern: str) -> RuleRegex | None:
+    """A context rule's regex compiled case-insensitively with RE2 when it is installed, else `re`;
+    None when the matcher cannot compile it (such a rule's regex never matches)."""
+    try:
+        return _RULE_CACHE[pattern]
+    except KeyError:
+        pass
+    if len(_RULE_CACHE) >= _CACHE_LIMIT:
+        _RULE_CACHE.clear()
+    compiled: RuleRegex | None
+    if re2 is None:
+        compiled = _compiled(pattern)
+    else:
+        try:
+            compiled = re2.compile(pattern, _re2_options())
+        except (re2.error, TypeError, ValueError):
+            compiled = None
+    _RULE_CACHE[pattern] = compiled
+    return compiled
+
+
+def rule_regex_matches(pattern: str, message: str) -> bool:
+    """Whether a rule's regex finds a match in `message`: in linear time with RE2, else on the
+    first FALLBACK_TEXT_LIMIT characters with `re`; False for a pattern that does not compile."""
+    compiled = rule_regex(pattern)
+    if compiled is None:
+        return False
+    text = message if re2 is not None else message[:FALLBACK_TEXT_LIMIT]
+    return compiled.search(text) is not None
 
 
 def keyword_pattern(keywords: tuple[str, ...]) -> re.Pattern[str] | None:
@@ -223,8 +288,7 @@ def _rule_matches(rule: Mapping[str, Any], message: str) -> bool:
         if pattern is not None and pattern.search(message):
             return True
     regex = rule.get("regex")
-    compiled = _compiled(regex) if isinstance(regex, str) and regex else None
-    return compiled is not None and compiled.search(message) is not None
+    return isinstance(regex, str) and bool(regex) and rule_regex_matches(regex, message)
 
 
 @dataclass(frozen=True)

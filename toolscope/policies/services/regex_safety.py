@@ -1,14 +1,25 @@
 """A static check for regexes that can backtrack catastrophically.
 
-Context-rule regexes run on every task message, in the server and in every agent, with Python's
-backtracking `re`. A pattern such as `(a+)+` takes exponential time on a message like "aaaa…b", so
-publishing refuses the shapes that cause it. The check reads the parse tree of `re._parser` (the
-same parser `re.compile` uses) and flags, inside any group repeated more than once:
+Context-rule regexes run on every task message, in the server and in every agent. The server
+matches them with RE2 (linear time); an agent without RE2 uses Python's backtracking `re` on the
+start of the message (toolscope_agent.engine.selection). A pattern such as `(a+)+` takes
+exponential time on a message like "aaaa…b", so publishing refuses the shapes that cause it.
+The check reads the parse tree of `re._parser` (the same parser `re.compile` uses) and flags,
+inside any group repeated more than once:
 
 - another repeat (`(a+)+`, `(a*)*`, `(.*a){20}`): nested quantifiers. Small bounded ones, whose
   ways to split a text stay under `_MAX_SPLITS` (`(\\d{1,3}\\.){3}`), pass;
 - a body that can match the empty string (`(a?)+`, `(|a)+`);
 - an alternation whose branches can start with the same character (`(a|a)+`, `(a|ab)+`).
+
+Anywhere in the pattern, it also flags two unbounded repeats side by side that can match the same
+character (`\\w*\\w*`, `.*.*`, `a*a*`, `.+\\d+`), looking through groups and past items that can
+match nothing (`a*-?a*`): each pair multiplies the ways to split a text, so `\\w*\\w*\\w*\\w*\\w*!` is
+O(n^6) on a message without "!". Bounded repeats with fewer than `_LOOSE_SPAN` choices pass.
+
+Before any of that, the pattern must compile with RE2 too: the server matches rules with RE2
+(linear time, so these shapes only hurt agents without it), and RE2 refuses back-references,
+lookarounds, atomic groups and possessive repeats.
 
 It errs on the side of refusing: a nested repeat that a delimiter would keep linear, such as
 `(?:x(a+)b)*`, is refused too. Atomic groups and possessive repeats never backtrack into
@@ -19,10 +30,13 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from re import _compiler as sre_compile  # private, like the two below
 from re import _constants as sre  # private, but the module `re.compile` itself uses since 3.11
 from re import _parser as sre_parse
 from typing import Any
+
+import re2
 
 MAX_PATTERN_LENGTH = 200
 _BACKTRACKING_REPEATS = (sre.MAX_REPEAT, sre.MIN_REPEAT)
@@ -32,12 +46,26 @@ _ZERO_WIDTH = (sre.AT, sre.ASSERT, sre.ASSERT_NOT)
 _MAX_SPLITS = 1000
 # A range wider than this counts as "any character" when comparing first characters.
 _MAX_RANGE = 256
+# Side by side, repeats count when unbounded or with at least this many choices of length.
+_LOOSE_SPAN = 32
+# Characters tried when asking whether two repeats can match the same one, beside ASCII and the
+# characters the two patterns name: Unicode letters, digits and spaces that \\w, \\d, \\s match.
+_PROBES = "\u00a0\u00b2\u00df\u00e9\u0130\u0416\u0663\u1680\u2028\u212a\u3000\u4e2d\U0001f600"
+_SINGLE_CHAR = (sre.LITERAL, sre.NOT_LITERAL, sre.IN, sre.ANY)
 
 NESTED = "nested quantifiers (like (a+)+) can take exponential time; repeat a single item instead"
 EMPTY_BODY = "a repeated group that can match nothing (like (a?)+) can take exponential time"
 OVERLAP = (
     "a repeated alternation whose branches can match the same text (like (a|ab)+) can take "
     "exponential time; make the branches start differently"
+)
+ADJACENT = (
+    "two repeats side by side that can match the same characters (like \\w*\\w* or .*.*) can take "
+    "polynomial time; merge them into one repeat"
+)
+RE2_REFUSED = (
+    "RE2, which matches rules, cannot compile it ({reason}); back-references, lookarounds, atomic "
+    "groups and possessive repeats are not supported"
 )
 
 Node = tuple[Any, Any]
@@ -53,10 +81,28 @@ def regex_problem(pattern: str, *, flags: int = 0) -> str | None:
         re.compile(pattern, flags)
     except re.error as exc:
         return f"not a valid regular expression: {exc}"
+    if reason := _re2_refusal(pattern, flags):
+        return RE2_REFUSED.format(reason=reason)
     tree = sre_parse.parse(pattern, flags)
     for op, av in _walk(list(tree)):
         if op in _BACKTRACKING_REPEATS and av[1] > 1 and (problem := _repeat_problem(av[1], list(av[2]))):
             return problem
+    sequences = [list(tree), *(child for op, av in _walk(list(tree)) for child in _children(op, av))]
+    if any(_adjacent_overlap(items, tree.state) for items in sequences):
+        return ADJACENT
+    return None
+
+
+def _re2_refusal(pattern: str, flags: int) -> str | None:
+    """RE2's reason for refusing `pattern` (with `re`'s IGNORECASE flag carried over), or None."""
+    options = re2.Options()
+    options.case_sensitive = not flags & re.IGNORECASE
+    options.log_errors = False
+    try:
+        re2.compile(pattern, options)
+    except re2.error as exc:
+        reason = exc.args[0] if exc.args else "refused"
+        return reason.decode(errors="replace") if isinstance(reason, bytes) else str(reason)
     return None
 
 
@@ -165,3 +211,83 @@ def _class_first(items: list[Node]) -> frozenset[str] | None:
         else:  # categories (\w, \d), negation, wide ranges
             return None
     return frozenset(chars)
+
+
+# --- Repeats side by side -----------------------------------------------------------------------
+
+
+def _adjacent_overlap(items: list[Node], state: Any) -> bool:
+    """Whether a loose repeat can follow another loose repeat that matches a character it matches."""
+    before: list[Node] = []  # loose repeats the current item can directly follow
+    for op, av in items:
+        for repeat in _edge_repeats(op, av, last=False):
+            if any(_repeats_overlap(earlier, repeat, state) for earlier in before):
+                return True
+        ends = _edge_repeats(op, av, last=True)
+        before = [*before, *ends] if _can_be_empty(op, av) else ends
+    return False
+
+
+def _is_loose(op: Any, av: Any) -> bool:
+    if op not in _BACKTRACKING_REPEATS or av[0] == av[1]:
+        return False
+    return av[1] == sre.MAXREPEAT or av[1] - av[0] >= _LOOSE_SPAN
+
+
+def _edge_repeats(op: Any, av: Any, *, last: bool) -> list[Node]:
+    """The loose repeats an item can begin (or end) with, looking into groups and alternations."""
+    if _is_loose(op, av):
+        return [(op, av)]
+    if op not in (sre.SUBPATTERN, sre.BRANCH):
+        return []
+    found: list[Node] = []
+    for sequence in _children(op, av):
+        for item in reversed(sequence) if last else sequence:
+            found.extend(_edge_repeats(*item, last=last))
+            if not _can_be_empty(*item):
+                break
+    return found
+
+
+def _can_be_empty(op: Any, av: Any) -> bool:
+    if op in _SINGLE_CHAR:
+        return False
+    if op in _REPEATS:
+        return av[0] == 0 or all(_can_be_empty(*item) for item in av[2])
+    if op in (sre.SUBPATTERN, sre.ATOMIC_GROUP):
+        return all(_can_be_empty(*item) for item in _children(op, av)[0])
+    if op is sre.BRANCH:
+        return any(all(_can_be_empty(*item) for item in alt) for alt in _children(op, av))
+    return True  # assertions, anchors, back-references, conditionals: assume nothing is consumed
+
+
+def _repeats_overlap(first: Node, second: Node, state: Any) -> bool:
+    one, other = _char_test(first, state), _char_test(second, state)
+    probes = {*map(chr, range(128)), *_PROBES, *_named_chars(first), *_named_chars(second)}
+    return any(one(char) and other(char) for char in probes)
+
+
+def _char_test(repeat: Node, state: Any) -> Callable[[str], bool]:
+    """Whether one character can start an iteration of the repeat: exact for a single-character
+    body (compiled by `re` itself, flags included), by first characters for a longer one."""
+    body = list(repeat[1][2])
+    if len(body) == 1 and body[0][0] in _SINGLE_CHAR:
+        compiled = sre_compile.compile(sre_parse.SubPattern(state, body), state.flags)
+        return lambda char: compiled.fullmatch(char) is not None
+    chars, _ = _first(body)
+    if chars is None:
+        return lambda char: True
+    return lambda char: char.lower() in chars
+
+
+def _named_chars(repeat: Node) -> set[str]:
+    """Literal characters and range ends inside a repeat's body: where two classes can meet."""
+    chars: set[str] = set()
+    for op, av in _walk(list(repeat[1][2])):
+        if op in (sre.LITERAL, sre.NOT_LITERAL):
+            chars.add(chr(av))
+        elif op is sre.RANGE:
+            chars.update((chr(av[0]), chr(av[1])))
+        elif op is sre.IN:
+            chars.update(_named_chars((sre.MAX_REPEAT, (1, 1, av))))
+    return chars

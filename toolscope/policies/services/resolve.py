@@ -15,6 +15,11 @@ from toolscope.telemetry.models import Project
 from toolscope.tokenizer import counter
 
 FORMATS = ("openai", "anthropic", "plain")
+# Longest task message /policy/resolve takes (characters). Rules match it with RE2 in linear
+# time, so this bounds a request's matching work, not its correctness; a longer message is a 400.
+MAX_MESSAGE_LENGTH = 100_000
+# Longest query /tools/search takes: search scores every catalog tool against it.
+MAX_QUERY_LENGTH = 500
 
 
 class PolicyNotPublished(LookupError):

@@ -10,8 +10,8 @@ client gets its connection closed; granian logs "Unexpected exit from worker" an
 worker. gunicorn's worker `--timeout` does the same with SIGKILL from its arbiter.
 
 faulthandler has one watchdog per process, so the module keeps the deadlines of the requests in
-flight and arms the watchdog for the earliest: with several Django threads per worker, a stream of
-quick requests never postpones a stuck one. A worker that exits takes the requests it was serving
+flight and arms the watchdog for the earliest: with several threads per worker, a stream of quick
+requests never postpones a stuck one. A worker that exits takes the requests it was serving
 with it; the compose stack runs one Django thread per worker (`--blocking-threads 1`).
 
 Off (0) outside production, so a debugger paused in `runserver` or a test never ends its process.
@@ -23,11 +23,12 @@ import faulthandler
 import itertools
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from django.conf import settings
-from django.core.exceptions import MiddlewareNotUsed
-from django.http import HttpRequest, HttpResponse
+
+WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
 
 class Deadlines:
@@ -65,18 +66,22 @@ class Deadlines:
 DEADLINES = Deadlines()
 
 
-class RequestDeadlineMiddleware:
-    """First in MIDDLEWARE, so the limit covers every other middleware too."""
+def request_deadline(app: WSGIApp) -> WSGIApp:
+    """The WSGI application with the limit around it, or `app` itself when the limit is off.
 
-    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
-        self.get_response = get_response
-        self.seconds = settings.WEB_REQUEST_TIMEOUT
-        if not self.seconds:
-            raise MiddlewareNotUsed
+    It wraps toolscope.wsgi's whole application (the policy-poll layer and Django), so nothing
+    a request runs escapes it. It covers the call that builds the response; the body of a
+    streaming response is sent after it, unlimited (no view streams one).
+    """
+    seconds = settings.WEB_REQUEST_TIMEOUT
+    if not seconds:
+        return app
 
-    def __call__(self, request: HttpRequest) -> HttpResponse:
-        token = DEADLINES.start(self.seconds)
+    def limited(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        token = DEADLINES.start(seconds)
         try:
-            return self.get_response(request)
+            return app(environ, start_response)
         finally:
             DEADLINES.finish(token)
+
+    return limited

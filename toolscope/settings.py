@@ -36,7 +36,8 @@ DEBUG = env_bool("DEBUG", not PRODUCTION)
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost"])
 CSRF_TRUSTED_ORIGINS = env_origins("CSRF_TRUSTED_ORIGINS", [])
 # Seconds a web request may run before its worker process exits and is respawned
-# (toolscope/deadline.py); 0 turns the limit off, the default outside production.
+# (toolscope/deadline.py, around toolscope.wsgi); 0 turns the limit off, the default outside
+# production.
 WEB_REQUEST_TIMEOUT = env_int("WEB_REQUEST_TIMEOUT", 60 if PRODUCTION else 0, minimum=0)
 
 # --- Database -------------------------------------------------------------------------------
@@ -162,8 +163,6 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
-    # Outermost: a request stuck anywhere, even in C code holding the GIL, ends its process.
-    "toolscope.deadline.RequestDeadlineMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",

@@ -17,10 +17,9 @@ from pathlib import Path
 
 import httpx
 import pytest
-from django.core.exceptions import MiddlewareNotUsed
 from django.test import override_settings
 
-from toolscope.deadline import DEADLINES, RequestDeadlineMiddleware
+from toolscope.deadline import DEADLINES, request_deadline
 
 REPO = Path(__file__).resolve().parents[2]
 # Python's `re` backtracks 2^64 times on this: no test run outlives it.
@@ -39,18 +38,40 @@ def test_the_limit_is_off_outside_production_and_60_seconds_in_it():
         assert result.stdout.strip() == expected
 
 
-def test_the_middleware_tracks_a_request_only_while_it_runs():
+def test_the_wrapper_tracks_a_request_only_while_it_runs():
     seen = []
+
+    def app(environ, start_response):
+        seen.append(DEADLINES.in_flight())
+        return [b"body"]
+
     with override_settings(WEB_REQUEST_TIMEOUT=600):
-        middleware = RequestDeadlineMiddleware(lambda request: seen.append(DEADLINES.in_flight()) or "response")
-        assert middleware(object()) == "response"
+        limited = request_deadline(app)
+    assert limited is not app
+    assert limited({}, lambda *args: None) == [b"body"]
     assert seen == [1]
     assert DEADLINES.in_flight() == 0
 
 
-def test_the_middleware_is_left_out_when_the_limit_is_off():
-    with override_settings(WEB_REQUEST_TIMEOUT=0), pytest.raises(MiddlewareNotUsed):
-        RequestDeadlineMiddleware(lambda request: "response")
+def test_the_wrapper_is_left_out_when_the_limit_is_off():
+    def app(environ, start_response):
+        return []
+
+    with override_settings(WEB_REQUEST_TIMEOUT=0):
+        assert request_deadline(app) is app
+
+
+def test_the_production_application_is_wrapped_around_everything_else():
+    # Outside Django's MIDDLEWARE, which api/fastpath.py compares with the list it replays.
+    code = ("from django.conf import settings; import toolscope.wsgi as w\n"
+            "print(w.application.__qualname__, any('deadline' in m for m in settings.MIDDLEWARE))")
+    env = {**os.environ, "TOOLSCOPE_ENV": "production", "DEBUG": "false", "SECRET_KEY": "k" * 50,
+           "DATABASE_URL": "postgres://x@127.0.0.1:5432/x", "CELERY_BROKER_URL": "redis://127.0.0.1:6379/0",
+           "WEB_REQUEST_TIMEOUT": "30"}
+    env.pop("CACHE_URL", None)
+    result = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True,
+                            check=True)
+    assert result.stdout.split() == ["request_deadline.<locals>.limited", "False"]
 
 
 def test_a_request_stuck_in_c_code_ends_its_process_at_the_deadline():
@@ -95,11 +116,13 @@ import os, re
 from django.conf import settings
 
 settings.configure(DEBUG=False, SECRET_KEY="k" * 50, ALLOWED_HOSTS=["*"], ROOT_URLCONF=__name__,
-                   MIDDLEWARE=["toolscope.deadline.RequestDeadlineMiddleware"], WEB_REQUEST_TIMEOUT=1)
+                   MIDDLEWARE=[], WEB_REQUEST_TIMEOUT=1)
 
 from django.core.wsgi import get_wsgi_application
 from django.http import HttpResponse
 from django.urls import path
+
+from toolscope.deadline import request_deadline
 
 
 def ok(request):
@@ -112,7 +135,7 @@ def hang(request):
 
 
 urlpatterns = [path("ok", ok), path("hang", hang)]
-application = get_wsgi_application()
+application = request_deadline(get_wsgi_application())
 '''
 
 

@@ -47,7 +47,7 @@ from django.core.handlers.wsgi import WSGIRequest
 
 from api.pollmemory import PollMemory
 from api.replay import REPLAYED_MIDDLEWARE, replayed_headers
-from api.throttling import COUNTED, WINDOW_SECONDS, counted_key
+from api.throttling import COUNTED, WINDOW_SECONDS, counted_key, sliding_count, window_at
 from api.views.policy import etag_matches
 from toolscope.cache import PooledRedisCache
 from toolscope.outage_log import OutageLog
@@ -185,26 +185,30 @@ class PolicyRevalidation:
                 return None  # not verified yet: Django verifies it and caches the verification
         pk, project_id = memo
         generation_key, label_key = policy_served_keys(project_id=project_id, label=label)
-        counter = _rate_counter(pk)
-        found, used = store.get_many_and_count(
-            [entry_key, generation_key, label_key], counter=counter, timeout=WINDOW_SECONDS * 2
-        )
+        now = time.time()
+        counter, previous_counter, elapsed = _rate_counters(pk, now)
+        keys = [entry_key, generation_key, label_key]
+        if counter is not None:  # the previous minute's count comes in the same round trip
+            keys.append(previous_counter)
+        found, used = store.get_many_and_count(keys, counter=counter, timeout=WINDOW_SECONDS * 2)
+        previous = 0
         if counter is not None:
-            environ[COUNTED] = (counter, used)
+            previous = int(found.get(previous_counter) or 0)
+            environ[COUNTED] = (counter, used, previous)
         key_entry = found.get(entry_key)
         if key_entry is None or (key_entry[0], key_entry[3]) != memo:
             self._remember(entry_key, key_entry)
             return None
-        if READ_SCOPES.isdisjoint(key_entry[2]) or (counter is not None and used > settings.API_RATE_LIMIT_PER_MINUTE):
+        over = counter is not None and sliding_count(used, previous, elapsed) > settings.API_RATE_LIMIT_PER_MINUTE
+        if READ_SCOPES.isdisjoint(key_entry[2]) or over:
             return None
         token, served = found.get(generation_key), found.get(label_key)
         if token is None or served is None or served[0] != token or served[3]:
             return None
         if memory is not None:
-            now = time.time()
             memory.remember(epoch, entry_key, pk=pk, project_id=project_id, label=label, etag=served[1], now=now)
             if counter is not None:
-                memory.counts.observe(pk, used, now)
+                memory.counts.observe(pk, used, previous, now)
         return served[1]
 
     def _secure_and_allowed(self, environ: dict[str, Any]) -> bool | None:
@@ -263,10 +267,13 @@ def _entry_key(authorization: str) -> str | None:
     return api_key_cache_key(prefix=prefix, secret_hash=hashlib.sha256(secret.encode()).hexdigest())
 
 
-def _rate_counter(pk: int) -> str | None:
+def _rate_counters(pk: int, now: float) -> tuple[str | None, str | None, float]:
+    """The key's counters for this minute and the previous one, and the share of this minute
+    elapsed (api/throttling.py); no counters when the limit is off."""
     if not settings.API_RATE_LIMIT_PER_MINUTE:
-        return None
-    return counted_key(pk=pk, window=int(time.time() // WINDOW_SECONDS))
+        return None, None, 0.0
+    window, elapsed = window_at(now)
+    return counted_key(pk=pk, window=window), counted_key(pk=pk, window=window - 1), elapsed
 
 
 def _ask_django(environ: dict[str, Any]) -> bool | None:

@@ -19,7 +19,7 @@ import threading
 import time
 from typing import Any
 
-from api.throttling import WINDOW_SECONDS, counted_key
+from api.throttling import WINDOW_SECONDS, counted_key, sliding_count, window_at
 from toolscope.invalidation import Subscription
 
 logger = logging.getLogger(__name__)
@@ -36,11 +36,12 @@ COUNT_BATCH = 100
 
 class RateCounts:
     """Per-key rate-limit counts of polls answered from memory, added to the shared per-minute
-    counter (api/throttling.py) in batches. A poll is admitted here only while the count last read
-    from Redis (plus what this process has sent since) plus this process's unsent count stays
-    within the limit, and a process never has more than COUNT_BATCH - 1 admitted polls of a key
-    that Redis has not counted yet (unsent or on their way): so all processes together admit at
-    most (web processes) x (COUNT_BATCH - 1) polls of a key per minute beyond the limit."""
+    counter (api/throttling.py) in batches. A poll is admitted here only while the sliding estimate
+    (api/throttling.py) of the count last read from Redis (plus what this process has sent since)
+    plus this process's unsent count, with the previous minute's count last read, stays within the
+    limit, and a process never has more than COUNT_BATCH - 1 admitted polls of a key that Redis
+    has not counted yet (unsent or on their way): so all processes together admit at most
+    (web processes) x (COUNT_BATCH - 1) polls of a key per minute beyond the limit."""
 
     def __init__(self, cache: Any) -> None:
         self.cache = cache
@@ -49,27 +50,36 @@ class RateCounts:
         self.unsent: dict[int, int] = {}
         self.sending: dict[int, int] = {}
         self.known: dict[int, int] = {}
+        # The previous minute's shared counts, as last read (they change little once it is over).
+        self.previous: dict[int, int] = {}
 
-    def admit(self, pk: int, limit: int, now: float) -> tuple[str, int] | None:
-        """None when the poll is admitted; else (counter, its value with this poll counted) for
-        Django's throttle, which answers 429 (or admits, if the shared count allows it after all)."""
-        window = int(now // WINDOW_SECONDS)
+    def admit(self, pk: int, limit: int, now: float) -> tuple[str, int, int] | None:
+        """None when the poll is admitted; else (counter, its value with this poll counted, the
+        previous minute's) for Django's throttle, which answers 429 (or admits, if the shared
+        counts allow it after all)."""
+        window, elapsed = window_at(now)
         with self.lock:
             self._roll(window)
             unsent = self.unsent.get(pk, 0) + 1
-            if unsent + self.sending.get(pk, 0) < COUNT_BATCH and self.known.get(pk, 0) + unsent <= limit:
+            previous = self.previous.get(pk, 0)
+            if (unsent + self.sending.get(pk, 0) < COUNT_BATCH
+                    and sliding_count(self.known.get(pk, 0) + unsent, previous, elapsed) <= limit):
                 self.unsent[pk] = unsent
                 return None
             self.unsent[pk] = 0
             self._send({pk: unsent})
-        used = self._add({pk: unsent}, window)[pk]
-        return None if used <= limit else (counted_key(pk=pk, window=window), used)
+        used, shared_previous = self._add({pk: unsent}, window)[pk]
+        previous = max(previous, shared_previous)  # with the polls this process never sent
+        if sliding_count(used, previous, elapsed) <= limit:
+            return None
+        return counted_key(pk=pk, window=window), used, previous
 
-    def observe(self, pk: int, used: int, now: float) -> None:
-        """The shared count a round trip read (api/fastpath.py counts those polls itself)."""
+    def observe(self, pk: int, used: int, previous: int, now: float) -> None:
+        """The shared counts a round trip read (api/fastpath.py counts those polls itself)."""
         with self.lock:
-            self._roll(int(now // WINDOW_SECONDS))
+            self._roll(window_at(now)[0])
             self.known[pk] = max(self.known.get(pk, 0), used)
+            self.previous[pk] = max(self.previous.get(pk, 0), previous)
 
     def flush(self) -> None:
         with self.lock:
@@ -84,6 +94,13 @@ class RateCounts:
 
     def _roll(self, window: int) -> None:
         if window != self.window:  # polls left unsent belong to a minute that is over
+            # The minute that just ended, as far as this process knows: the shared count it read
+            # plus the polls it admitted and never sent. They weigh in the new minute's estimate.
+            previous: dict[int, int] = {}
+            if window == self.window + 1:
+                for pk in self.known.keys() | self.unsent.keys():
+                    previous[pk] = self.known.get(pk, 0) + self.unsent.get(pk, 0)
+            self.previous = previous
             self.window, self.unsent, self.sending, self.known = window, {}, {}, {}
 
     def _send(self, counts: dict[int, int]) -> None:
@@ -92,7 +109,9 @@ class RateCounts:
             self.sending[pk] = self.sending.get(pk, 0) + n
             self.known[pk] = self.known.get(pk, 0) + n
 
-    def _add(self, counts: dict[int, int], window: int) -> dict[int, int]:
+    def _add(self, counts: dict[int, int], window: int) -> dict[int, tuple[int, int]]:
+        """Adds `counts` to the shared counters of `window`; per key, the counter's new value and
+        the previous minute's, read in the same round trip."""
         try:
             client = self.cache._cache.get_client(write=True)
             pipe = client.pipeline(transaction=False)
@@ -100,17 +119,19 @@ class RateCounts:
                 name = self.cache.make_key(counted_key(pk=pk, window=window))
                 pipe.set(name, 0, ex=WINDOW_SECONDS * 2, nx=True)
                 pipe.incrby(name, n)
+                pipe.get(self.cache.make_key(counted_key(pk=pk, window=window - 1)))
             replies = pipe.execute()
         finally:
             with self.lock:
                 if window == self.window:
                     for pk, n in counts.items():
                         self.sending[pk] -= n
-        used = {pk: int(replies[2 * i + 1]) for i, pk in enumerate(counts)}
+        used = {pk: (int(replies[3 * i + 1]), int(replies[3 * i + 2] or 0)) for i, pk in enumerate(counts)}
         with self.lock:
             if window == self.window:
-                for pk, n in used.items():
+                for pk, (n, previous) in used.items():
                     self.known[pk] = max(self.known.get(pk, 0), n)
+                    self.previous[pk] = max(self.previous.get(pk, 0), previous)
         return used
 
 

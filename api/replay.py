@@ -5,7 +5,8 @@ They are produced by the code that produces them in Django, run on a probe reque
 own header helper, DRF's default headers (Allow) and the process_response of each middleware in
 REPLAYED_MIDDLEWARE that adds headers. api/fastpath.py runs this when it starts, under the
 settings it serves with. The other middleware in that list add nothing to a 304 of an API view
-(no session, cookie, CSRF token or message is touched). A test compares the result with a 304
+(no session, cookie, CSRF token or message is touched; api/middleware.py adds X-Request-ID to error
+answers only; axes answers only a locked-out login). A test compares the result with a 304
 that went through Django.
 """
 
@@ -20,6 +21,7 @@ from api.views.policy import PolicyView, _cacheable
 
 # The MIDDLEWARE setting the replay is exact for (toolscope/settings.py).
 REPLAYED_MIDDLEWARE = (
+    "api.middleware.ApiErrorMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -28,6 +30,7 @@ REPLAYED_MIDDLEWARE = (
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "axes.middleware.AxesMiddleware",
 )
 # Those that add headers to this response, innermost first (the order Django runs them in).
 HEADER_MIDDLEWARE = (XFrameOptionsMiddleware, CommonMiddleware, SecurityMiddleware)

@@ -6,6 +6,51 @@ from typing import Any
 
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 
+ERROR = {"$ref": "#/components/schemas/Error"}
+RETRY_AFTER = {"Retry-After": {"schema": {"type": "integer"}, "description": "Seconds to wait before sending again."}}
+# Errors any operation with an API key can answer, wherever they come from (api/auth.py,
+# api/throttling.py, api/middleware.py); the views document their own 400s and 404s.
+KEY_ERRORS = {
+    "401": "No API key, or one that is unknown or revoked.",
+    "403": "The API key lacks the scope this operation needs.",
+    "429": "The API key's rate limit is reached.",
+    "500": "An unexpected error; `request_id` names it in the server's log.",
+    "503": "The database is unavailable.",
+}
+# Errors of any operation that reads a JSON body (api/parsers.py, toolscope/chunked.py).
+BODY_ERRORS = {
+    "400": "The body is not valid JSON, nested too deep, or has a bad field (`field` names it).",
+    "413": "The body, decompressed, or its number of events is over the limit.",
+    "415": "Not JSON, or a Content-Encoding other than gzip.",
+}
+# What an operation answers with 200 when drf-spectacular's view of it is wrong, set by
+# fix_responses; the view's own module is another engineer's, and the answer is {"results": [...]}.
+WRAPPED_200 = {("/api/v1/tools/search", "post"): "results"}
+
+
+def fix_responses(result: dict[str, Any], generator: Any, request: Any, public: bool) -> dict[str, Any]:
+    """A postprocessing hook (SPECTACULAR_SETTINGS): every operation documents the errors it can
+    answer, as the Error schema."""
+    for path, operations in result.get("paths", {}).items():
+        for method, operation in operations.items():
+            if not isinstance(operation, dict) or "responses" not in operation:
+                continue
+            responses = operation["responses"]
+            key = WRAPPED_200.get((path, method))
+            if key and "200" in responses:
+                content = responses["200"]["content"]["application/json"]
+                content["schema"] = {"type": "object", "required": [key], "properties": {key: content["schema"]}}
+            if not operation.get("security"):
+                continue
+            errors = {**KEY_ERRORS, **(BODY_ERRORS if "requestBody" in operation else {})}
+            for status, description in errors.items():
+                documented = responses.setdefault(status, {})
+                documented["description"] = documented.get("description") or description
+                documented.setdefault("content", {"application/json": {"schema": ERROR}})
+                if status in ("429", "503"):
+                    documented["headers"] = RETRY_AFTER
+    return result
+
 
 class ApiKeyScheme(OpenApiAuthenticationExtension):
     target_class = "api.auth.ApiKeyAuthentication"
@@ -19,15 +64,26 @@ class ApiKeyScheme(OpenApiAuthenticationExtension):
         }
 
 
+# Event fields as services/events.py checks them: to what the columns the workers write can hold.
 _STRING = {"type": "string"}
-_ID = {"type": "string", "minLength": 1, "maxLength": 200}
+_TEXT = {"type": "string", "description": "Free text: NUL and unpaired surrogates are stored as U+FFFD."}
+_NO_NUL = "^[^\u0000]*$"
+# At least one character that is not white space; never NUL.
+_ID = {"type": "string", "minLength": 1, "maxLength": 200, "pattern": "^[^\u0000]*[^\\s\u0000][^\u0000]*$"}
+_NAME = {"type": "string", "maxLength": 200, "pattern": _NO_NUL}
 _COUNT = {"type": "integer", "minimum": 0}
-_NUMBER = {"type": "number", "minimum": 0}
-_TIMESTAMP = {"oneOf": [{"type": "string", "format": "date-time"}, {"type": "number"}],
-              "description": "ISO 8601 with a time zone, or epoch seconds; defaults to the time received."}
+_INT32 = {"type": "integer", "minimum": 0, "maximum": 2**31 - 1}
+_SMALL_COUNT = {"type": "integer", "minimum": 0, "maximum": 2**15 - 1}
+_NUMBER = {"type": "number", "minimum": 0, "maximum": 2**31 - 1}
+_JSON_OBJECT = {"type": "object", "description": "Any JSON object nested at most 64 levels deep; integers fit in "
+                "64 bits; NUL in keys and strings is stored as U+FFFD."}
+_TIMESTAMP = {"oneOf": [{"type": "string", "format": "date-time"},
+                        {"type": "number", "minimum": 0, "maximum": 32503679999}],
+              "description": "ISO 8601 with a time zone, or epoch seconds, from 1970-01-01 to before 3000-01-01; "
+                             "defaults to the time received."}
 _TOOL = {"type": "object", "required": ["name"], "properties": {
-    "name": _ID, "description": _STRING, "input_schema": {"type": "object"}, "source": _STRING,
-    "schema_hash": {"type": "string", "description": "Instead of the definition, for one sent before."}}}
+    "name": _ID, "description": _TEXT, "input_schema": _JSON_OBJECT, "source": _NAME,
+    "schema_hash": {**_NAME, "description": "Instead of the definition, for one sent before."}}}
 
 
 def _event(kind: str, required: list[str], properties: dict[str, Any]) -> dict[str, Any]:
@@ -44,20 +100,20 @@ EVENT_BATCH_SCHEMA: dict[str, Any] = {
     "required": ["events"],
     "properties": {"events": {"type": "array", "minItems": 1, "maxItems": 1000, "items": {"oneOf": [
         _event("session", [], {"session_id": _ID, "action": {"type": "string", "enum": ["start", "end"]},
-                               "agent_name": _STRING, "model": _STRING, "metadata": {"type": "object"}}),
+                               "agent_name": _NAME, "model": _NAME, "metadata": _JSON_OBJECT}),
         _event("turn", ["session_id", "index"], {
-            "session_id": _ID, "index": _COUNT, "model": _STRING, "tools": {"type": "array", "items": _TOOL},
+            "session_id": _ID, "index": _INT32, "model": _NAME, "tools": {"type": "array", "items": _TOOL},
             "usage": {"type": "object", "properties": {
-                "input_tokens": _COUNT, "output_tokens": _COUNT, "cached_tokens": _COUNT}},
-            "latency_ms": _NUMBER, "system_prompt": _STRING, "system_prompt_chars": _COUNT,
-            "task_message": _STRING,
-            "messages": {"type": "array", "items": {"type": "object", "properties": {
-                "role": _STRING, "content": _STRING}}}}),
+                "input_tokens": _INT32, "output_tokens": _INT32, "cached_tokens": _INT32}},
+            "latency_ms": _NUMBER, "system_prompt": _TEXT, "system_prompt_chars": _INT32,
+            "task_message": _TEXT,
+            "messages": {"type": "array", "items": {"type": "object", "required": ["role", "content"], "properties": {
+                "role": _NAME, "content": _TEXT}}}}),
         _event("tool_call", ["session_id", "turn_index", "tool_name"], {
-            "session_id": _ID, "turn_index": _COUNT, "call_id": _STRING, "tool_name": _ID,
-            "arguments": {"type": "object"}, "output": _STRING,
+            "session_id": _ID, "turn_index": _INT32, "call_id": _NAME, "tool_name": _ID,
+            "arguments": _JSON_OBJECT, "output": _TEXT,
             "status": {"type": "string", "enum": ["ok", "error", "denied", "unknown_tool", "schema_error"]},
-            "error": _STRING, "duration_ms": _NUMBER, "retries": _COUNT,
+            "error": _TEXT, "duration_ms": _NUMBER, "retries": _SMALL_COUNT,
             "approval": {"type": "string", "enum": ["not_required", "approved", "denied", "timed_out"]}}),
         _event("catalog", ["tools"], {"tools": {"type": "array", "items": _TOOL}}),
     ]}}},

@@ -6,6 +6,8 @@ from __future__ import annotations
 from rest_framework import serializers
 from toolscope_agent.engine.schemas import normalize_tool
 
+from toolscope.telemetry.services.events import Rejected, json_object
+
 
 class EventResultSerializer(serializers.Serializer):
     id = serializers.CharField(allow_null=True)
@@ -22,9 +24,21 @@ class IngestResponseSerializer(serializers.Serializer):
     results = EventResultSerializer(many=True)
 
 
+class TranscriptResponseSerializer(IngestResponseSerializer):
+    format = serializers.ChoiceField(choices=["openai_chat", "anthropic", "openai_responses"])
+    session_id = serializers.CharField()
+
+
 class ErrorSerializer(serializers.Serializer):
+    """Every error answer of the API (api/errors.py, api/middleware.py)."""
+
     detail = serializers.CharField()
     code = serializers.CharField()
+    field = serializers.CharField(required=False, help_text="JSON path of the bad field, e.g. tools[1].name")
+    errors = serializers.DictField(child=serializers.CharField(), required=False,
+                                   help_text="Every bad field of a 400: JSON path -> message.")
+    request_id = serializers.CharField(required=False, help_text="On 500 and 503: the id the server logged "
+                                       "the error under (also the X-Request-ID header).")
 
 
 class ToolDefinitionSerializer(serializers.Serializer):
@@ -40,6 +54,14 @@ class ToolDefinitionSerializer(serializers.Serializer):
             data = {key: value for key, value in normalize_tool(data).items() if value or key == "name"}
         return super().to_internal_value(data)
 
+    def validate_input_schema(self, value):
+        # The rule of catalog events (docs/events.md): what jsonb can hold, NUL replaced.
+        try:
+            return json_object(value, "")
+        except Rejected as exc:
+            where = f"at {exc.path}: " if exc.path else ""
+            raise serializers.ValidationError(f"{where}{exc.reason}") from None
+
 
 class ToolsPutSerializer(serializers.Serializer):
     tools = ToolDefinitionSerializer(many=True, allow_empty=False, max_length=2000)
@@ -49,6 +71,10 @@ class ToolUpsertResultSerializer(serializers.Serializer):
     name = serializers.CharField()
     schema_hash = serializers.CharField()
     status = serializers.ChoiceField(choices=["created", "updated", "unchanged"])
+
+
+class ToolsPutResponseSerializer(serializers.Serializer):
+    tools = ToolUpsertResultSerializer(many=True)
 
 
 class ToolSerializer(serializers.Serializer):
@@ -61,6 +87,10 @@ class ToolSerializer(serializers.Serializer):
     first_seen_at = serializers.DateTimeField()
     last_seen_at = serializers.DateTimeField()
     settings = serializers.DictField(help_text="Per-tool settings: scope, requires_approval, redact, ...")
+
+
+class ToolListSerializer(serializers.Serializer):
+    tools = ToolSerializer(many=True)
 
 
 class ArtifactSerializer(serializers.Serializer):

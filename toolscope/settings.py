@@ -8,6 +8,7 @@ tasks executed eagerly in-process, DEBUG on, served on 127.0.0.1. Production
 from __future__ import annotations
 
 import hashlib
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -155,6 +156,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "drf_spectacular",
     "drf_spectacular_sidecar",
+    "axes",
     "toolscope.telemetry",
     "toolscope.policies",
     "api",
@@ -163,6 +165,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # Outside Django's own: every error answer under /api/ is JSON with a request id (api/middleware.py).
+    "api.middleware.ApiErrorMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -171,7 +175,22 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last, as django-axes requires: turns a locked-out login into its 429 page.
+    "axes.middleware.AxesMiddleware",
 ]
+
+# Login throttling (django-axes) for the dashboard's and the admin's login: after
+# LOGIN_FAILURE_LIMIT failed attempts for one username from one IP address, that pair is refused
+# (429) for LOGIN_COOLOFF_MINUTES; a successful login resets its count. Attempts are rows in the
+# database, so every web process sees them and they survive a Redis restart.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 5, minimum=1)
+AXES_COOLOFF_TIME = timedelta(minutes=env_int("LOGIN_COOLOFF_MINUTES", 15, minimum=1))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
 
 ROOT_URLCONF = "toolscope.urls"
 WSGI_APPLICATION = "toolscope.wsgi.application"
@@ -260,6 +279,11 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # Every operation's error answers, as the Error schema (api/schema.py).
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "api.schema.fix_responses",
+    ],
 }
 
 LOGGING = {

@@ -9,9 +9,11 @@ application = get_wsgi_application()
 # After setup: the layer reads settings and the cache. It answers agents' warm policy polls
 # (304) itself and passes everything else to Django (api/fastpath.py).
 from api.fastpath import policy_revalidation  # noqa: E402
+from toolscope.chunked import chunked_bodies  # noqa: E402
 from toolscope.deadline import request_deadline  # noqa: E402
 
-application = policy_revalidation(application)
+# Chunked request bodies get their length before Django reads them (toolscope/chunked.py).
+application = policy_revalidation(chunked_bodies(application))
 
 # Outermost: a request still running after WEB_REQUEST_TIMEOUT seconds, even one stuck in C code
 # holding the GIL, ends this process and granian starts another (toolscope/deadline.py).

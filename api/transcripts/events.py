@@ -8,10 +8,11 @@ sent twice maps to the same ids and ingest answers `duplicate` instead of storin
 from __future__ import annotations
 
 import copy
-import json
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
+
+import orjson
 
 from api.transcripts.common import JSON, Conversation, ToolCall, TranscriptError, Turn
 
@@ -91,12 +92,16 @@ def _call_event(call: ToolCall, known: set[str] | None, session_id: str, at: str
 
 
 def parse_arguments(raw: Any) -> tuple[JSON, bool]:
-    """(arguments, valid). Arguments that are not a JSON object are kept as {"_raw": text}."""
+    """(arguments, valid). Arguments that are not a JSON object are kept as {"_raw": text}.
+
+    Read as the request body is (orjson): what Python's json module would also take but toolscope
+    cannot store (NaN, Infinity, lone surrogates, nesting past 1,024 levels) is not JSON here
+    either, and integers beyond 64 bits become floats, as in a body."""
     if isinstance(raw, dict):
         return copy.deepcopy(raw), True  # changing an event (redaction) must not change the body
     try:
-        parsed = json.loads(raw)
-    except ValueError:
+        parsed = orjson.loads(raw)
+    except orjson.JSONDecodeError:
         return {"_raw": raw}, False
     return (parsed, True) if isinstance(parsed, dict) else ({"_raw": raw}, False)
 

@@ -6,7 +6,7 @@ from typing import Any
 
 from django.conf import settings
 from django.utils import timezone
-from drf_spectacular.utils import OpenApiExample, extend_schema
+from drf_spectacular.utils import OpenApiExample, OpenApiResponse, PolymorphicProxySerializer, extend_schema
 from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -15,12 +15,21 @@ from rest_framework.views import APIView
 from api.errors import InvalidInput
 from api.parsers import PayloadTooLarge
 from api.schema import EVENT_BATCH_SCHEMA, TRANSCRIPT_SCHEMA
-from api.serializers import ErrorSerializer, IngestResponseSerializer
+from api.serializers import ErrorSerializer, IngestResponseSerializer, TranscriptResponseSerializer
 from api.transcripts import TranscriptError, map_transcript
 from toolscope.telemetry.models import BatchKind
 from toolscope.telemetry.services.ingest import IngestOutcome, ingest_events
 
-ERRORS = dict.fromkeys((400, 401, 403, 413, 415, 429), ErrorSerializer)
+ERRORS = dict.fromkeys((401, 403, 413, 415, 429, 500, 503), ErrorSerializer)
+
+
+def _rejected(outcome: type, name: str) -> OpenApiResponse:
+    """A 400 is either an Error (the body as a whole) or the outcome with every event rejected."""
+    return OpenApiResponse(
+        response=PolymorphicProxySerializer(component_name=name, serializers=[outcome, ErrorSerializer],
+                                            resource_type_field_name=None),
+        description="The body is malformed (Error), or no event in it could be accepted (each result says why).",
+    )
 
 
 def events_from_body(data: Any) -> list[Any]:
@@ -31,11 +40,14 @@ def events_from_body(data: Any) -> list[Any]:
         raise InvalidInput("'events' is required and must be a list.", field="events")
     if not events:
         raise InvalidInput("'events' is empty.", field="events")
-    if len(events) > settings.INGEST_MAX_EVENTS:
-        raise PayloadTooLarge(
-            f"{len(events)} events in one request; the limit is {settings.INGEST_MAX_EVENTS} per request."
-        )
+    check_event_count(len(events), "events in one request")
     return events
+
+
+def check_event_count(count: int, what: str) -> None:
+    """One batch holds at most INGEST_MAX_EVENTS events, however they arrive."""
+    if count > settings.INGEST_MAX_EVENTS:
+        raise PayloadTooLarge(f"{count} {what}; the limit is {settings.INGEST_MAX_EVENTS} per request.")
 
 
 def outcome_response(outcome: IngestOutcome) -> Response:
@@ -66,7 +78,8 @@ class IngestView(APIView):
         "1,000 events and 5 MB decompressed; `Content-Encoding: gzip` accepted. The batch is stored "
         "before the 202; workers process it. Re-sent event ids are answered `duplicate`.",
         request={"application/json": EVENT_BATCH_SCHEMA},
-        responses={202: IngestResponseSerializer, **ERRORS},
+        responses={202: IngestResponseSerializer, 400: _rejected(IngestResponseSerializer, "IngestRejected"),
+                   **ERRORS},
         examples=[OpenApiExample("A session with one turn and one tool call", value=EXAMPLE_BATCH,
                                  request_only=True)],
     )
@@ -84,9 +97,12 @@ class TranscriptView(APIView):
         "`messages` with tool_use/tool_result blocks, `tools`) or OpenAI Responses (`input` items, "
         "`tools`) conversation, exactly as sent to the provider. `format` is detected when absent. "
         "It becomes session, turn and tool_call events with ids derived from the conversation, so "
-        "re-sending it creates nothing twice.",
+        "re-sending it creates nothing twice. The events it becomes (one session, one per turn, one per "
+        "tool call) count against the 1,000-event limit of a batch: a longer conversation is a 413 "
+        "(send its events to /ingest in batches instead).",
         request={"application/json": TRANSCRIPT_SCHEMA},
-        responses={202: IngestResponseSerializer, **ERRORS},
+        responses={202: TranscriptResponseSerializer,
+                   400: _rejected(TranscriptResponseSerializer, "TranscriptRejected"), **ERRORS},
         examples=[OpenApiExample("OpenAI Chat Completions", request_only=True, value={
             "session_id": "run-42", "model": "gpt-4o",
             "messages": [
@@ -110,6 +126,7 @@ class TranscriptView(APIView):
             mapped = map_transcript(request.data, received_at=timezone.now())
         except TranscriptError as exc:
             raise InvalidInput(str(exc), field=exc.path or None) from None
+        check_event_count(len(mapped.events), "events from this transcript (a session, its turns and tool calls)")
         outcome = ingest_events(api_key=request.auth, raw_events=mapped.events, kind=BatchKind.TRANSCRIPT)
         body = {"format": mapped.format, "session_id": mapped.session_id, **outcome.as_dict()}
         return Response(body, status=outcome_response(outcome).status_code)

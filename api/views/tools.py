@@ -7,7 +7,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from api.serializers import ErrorSerializer, ToolSerializer, ToolsPutSerializer, ToolUpsertResultSerializer
+from api.serializers import ToolListSerializer, ToolsPutResponseSerializer, ToolsPutSerializer
 from toolscope.policies.selectors import tool_list
 from toolscope.policies.services.catalog import catalog_upsert
 
@@ -20,7 +20,7 @@ class ToolsView(APIView):
 
     @extend_schema(
         summary="List the project's tools",
-        responses={200: ToolSerializer(many=True), 401: ErrorSerializer, 403: ErrorSerializer},
+        responses={200: ToolListSerializer},
     )
     def get(self, request: Request) -> Response:
         return Response({"tools": tool_list(project=request.auth.project)})
@@ -31,8 +31,7 @@ class ToolsView(APIView):
         "had is kept. Per-tool settings are never changed here. Accepts toolscope's shape "
         "({name, description, input_schema, source}) and OpenAI/Anthropic/MCP definitions.",
         request=ToolsPutSerializer,
-        responses={200: ToolUpsertResultSerializer(many=True), 400: ErrorSerializer, 401: ErrorSerializer,
-                   403: ErrorSerializer},
+        responses={200: ToolsPutResponseSerializer},
         examples=[OpenApiExample("Two tools", request_only=True, value={"tools": [
             {"name": "read_file", "description": "Read a file from the workspace",
              "input_schema": {"type": "object", "properties": {"path": {"type": "string"}},

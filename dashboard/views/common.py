@@ -37,13 +37,24 @@ def render_page(request: HttpRequest, access: ProjectAccess, template: str, *, a
     return render(request, template, {**frame, **context}, status=status)
 
 
+# A spreadsheet reads a cell starting with one of these as a formula (OWASP "CSV injection"):
+# `=HYPERLINK(...)` in a tool name would run when an operator opens the export.
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
 def _cell(value: Any) -> Any:
+    """A value as a CSV cell. Numbers are written as numbers, negative ones too: they are
+    toolscope's own and a spreadsheet reads "-3" as minus three. Text (names, ids, labels: the
+    agents' own strings) that starts like a formula is prefixed with an apostrophe, as OWASP
+    recommends, even when it looks like a number: only numbers are numbers."""
     if value is None:
         return ""
     if isinstance(value, datetime):
         return value.isoformat()
     if isinstance(value, float):
         return round(value, 4)
+    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
+        return "'" + value
     return value
 
 

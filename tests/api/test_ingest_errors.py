@@ -148,5 +148,6 @@ def test_over_the_rate_limit_is_429_with_retry_after(api_for, project):
     statuses = [client.post_json(URL, bad).status_code for _ in range(3)]
     assert statuses == [400, 400, 429]
     response = client.post_json(URL, bad)
-    assert 1 <= int(response["Retry-After"]) <= 60
+    # Up to two minutes: this minute's count weighs on into the next (a sliding window).
+    assert 1 <= int(response["Retry-After"]) <= 120
     assert "throttled" in response.json()["code"]

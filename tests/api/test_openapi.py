@@ -6,6 +6,8 @@ import re
 
 import pytest
 
+from tests.api.conftest import KeyClient
+
 
 @pytest.fixture
 def schema(client, db):
@@ -42,3 +44,94 @@ def test_docs_pages_load_scripts_from_local_static_files_only(client, db, page):
     assert all(src.startswith("/static/") for src in scripts), scripts
     for src in scripts:
         assert client.get(src).status_code == 200, src
+
+
+# --- what the description says matches what the endpoints answer ---------------------------
+
+def _json_schema(node):
+    """An OpenAPI 3.0 schema as JSON Schema: `nullable` becomes a null alternative."""
+    if isinstance(node, list):
+        return [_json_schema(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    converted = {key: _json_schema(value) for key, value in node.items() if key != "nullable"}
+    if node.get("nullable"):
+        return {"anyOf": [converted, {"type": "null"}]}
+    return converted
+
+
+def assert_documented(schema: dict, path: str, method: str, response) -> None:
+    import jsonschema
+
+    responses = schema["paths"][path][method]["responses"]
+    status = str(response.status_code)
+    assert status in responses, f"{method.upper()} {path} answered {status}, documented: {sorted(responses)}"
+    documented = responses[status].get("content", {}).get("application/json", {}).get("schema")
+    if documented is None:
+        assert not response.content
+        return
+    root = {**_json_schema(documented), "components": _json_schema(schema["components"])}
+    jsonschema.validate(response.json(), root)
+
+
+@pytest.fixture
+def keys(project):
+    from tests.factories import make_key
+
+    return {scope: KeyClient(make_key(project, scopes=[scope]).secret) for scope in ("ingest", "policy:read")}
+
+
+def test_every_operation_documents_its_error_answers_as_error(schema):
+    error = {"$ref": "#/components/schemas/Error"}
+    for path, operations in schema["paths"].items():
+        for method, operation in operations.items():
+            if not operation.get("security"):
+                continue
+            expected = {"401", "403", "429", "500", "503"}
+            if "requestBody" in operation:
+                expected |= {"400", "413", "415"}
+            assert expected <= set(operation["responses"]), (path, method)
+            for status in expected - {"400"}:
+                assert operation["responses"][status]["content"]["application/json"]["schema"] == error
+            for status in ("429", "503"):
+                assert "Retry-After" in operation["responses"][status]["headers"]
+
+
+def test_the_catalog_endpoints_are_documented_as_the_objects_they_answer(schema):
+    components = schema["components"]["schemas"]
+    listed = schema["paths"]["/api/v1/tools"]["get"]["responses"]["200"]["content"]["application/json"]["schema"]
+    assert components[listed["$ref"].rsplit("/", 1)[1]]["properties"]["tools"]["type"] == "array"
+    found = schema["paths"]["/api/v1/tools/search"]["post"]["responses"]["200"]["content"]["application/json"]
+    assert found["schema"]["properties"]["results"]["type"] == "array"
+
+
+def test_the_answers_match_the_description(schema, keys, project, settings):
+    ingest, reader = keys["ingest"], keys["policy:read"]
+    tool = {"name": "read_file", "description": "Read a file", "input_schema": {"type": "object"}}
+    cases = [
+        ("/api/v1/tools", "put", ingest.put("/api/v1/tools", {"tools": [tool]}, format="json")),
+        ("/api/v1/tools", "put", ingest.put("/api/v1/tools", {"tools": [{"name": ""}]}, format="json")),
+        ("/api/v1/tools", "get", reader.get("/api/v1/tools")),
+        ("/api/v1/tools", "get", ingest.get("/api/v1/tools")),  # 403
+        ("/api/v1/tools", "get", KeyClient(None).get("/api/v1/tools")),  # 401
+        ("/api/v1/tools/search", "post", reader.post_json("/api/v1/tools/search", {"query": "file"})),
+        ("/api/v1/ingest", "post", ingest.post_json("/api/v1/ingest", {"events": [{"type": "session", "id": "s"}]})),
+        ("/api/v1/ingest", "post", ingest.post_json("/api/v1/ingest", {"events": [{"type": "nope", "id": "s"}]})),
+        ("/api/v1/ingest", "post", ingest.post_json("/api/v1/ingest", {"events": "x"})),
+        ("/api/v1/ingest", "post", ingest.generic("POST", "/api/v1/ingest", b"x", content_type="text/plain")),
+        ("/api/v1/transcripts", "post", ingest.post_json("/api/v1/transcripts", {"messages": [
+            {"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]})),
+        ("/api/v1/policy", "get", reader.get("/api/v1/policy")),  # nothing published: 404
+        ("/api/v1/policy/resolve", "post", reader.post_json("/api/v1/policy/resolve", {"message": "x"})),
+        ("/api/v1/artifacts/{artifact_id}", "get",
+         reader.get("/api/v1/artifacts/00000000-0000-0000-0000-000000000000")),
+    ]
+    settings.INGEST_MAX_BODY_BYTES = 2048
+    cases.append(("/api/v1/ingest", "post", ingest.post_json("/api/v1/ingest", {"events": [{"id": "x" * 4000}]})))
+    settings.API_RATE_LIMIT_PER_MINUTE = 1
+    cases += [("/api/v1/tools", "get", reader.get("/api/v1/tools")) for _ in range(2)]  # 200, then 429
+    statuses = set()
+    for path, method, response in cases:
+        assert_documented(schema, path, method, response)
+        statuses.add(response.status_code)
+    assert {200, 202, 400, 401, 403, 404, 413, 415, 429} <= statuses

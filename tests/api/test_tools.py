@@ -86,3 +86,32 @@ def test_put_needs_the_ingest_scope(api_for, project):
     reader = api_for(make_key(project, scopes=["policy:read"]).secret)
     assert put(reader, [READ_FILE]).status_code == 403
     assert reader.get(URL).status_code == 200
+
+
+@pytest.mark.django_db
+def test_nul_in_a_schema_is_replaced_as_in_catalog_events(client):
+    # PostgreSQL's jsonb refuses \u0000; this was a 500.
+    schema = {"type": "object", "properties": {"p\u0000ath": {"type": "string", "description": "a\u0000b"}}}
+    response = put(client, [{"name": "read_file", "input_schema": schema}])
+    assert response.status_code == 200, response.json()
+    stored = Tool.objects.get().input_schema["properties"]
+    assert stored == {"p\ufffdath": {"type": "string", "description": "a\ufffdb"}}
+
+
+@pytest.mark.django_db
+def test_a_schema_nested_too_deep_is_400_naming_it(client):
+    schema = {"type": "object"}
+    for _ in range(70):
+        schema = {"type": "object", "properties": {"x": schema}}
+    response = put(client, [READ_FILE, {"name": "deep", "input_schema": schema}])
+    assert response.status_code == 400
+    assert response.json()["field"] == "tools[1].input_schema"
+    assert "nested deeper" in response.json()["detail"]
+    assert not Tool.objects.exists()
+
+
+@pytest.mark.django_db
+def test_nul_in_a_tool_name_is_400(client):
+    response = put(client, [{"name": "read\u0000file"}])
+    assert response.status_code == 400
+    assert response.json()["field"] == "tools[0].name"

@@ -67,3 +67,51 @@ def test_a_format_that_contradicts_the_body_is_400(api):
     response = api.post_json(URL, {**fixture("openai_responses"), "format": "anthropic"})
     assert response.status_code == 400
     assert response.json()["field"] == "format"
+
+
+def _chat(turns: int) -> dict:
+    """An OpenAI chat transcript of `turns` model requests, each calling one tool: 1 session event,
+    then a turn and a tool_call event per request."""
+    messages = [{"role": "user", "content": "go"}]
+    for i in range(turns):
+        messages.append({"role": "assistant", "content": None, "tool_calls": [
+            {"id": f"c{i}", "type": "function", "function": {"name": "bash", "arguments": "{}"}}]})
+        messages.append({"role": "tool", "tool_call_id": f"c{i}", "content": "ok"})
+    return {"session_id": "long", "messages": messages}
+
+
+@pytest.mark.django_db
+def test_a_transcript_obeys_the_batch_event_limit(api, settings):
+    settings.INGEST_MAX_EVENTS = 9
+    assert api.post_json(URL, _chat(4)).status_code == 202  # 1 + 4 x 2 = 9 events
+    response = api.post_json(URL, _chat(5))  # 11 events
+    assert response.status_code == 413
+    assert response.json()["code"] == "payload_too_large"
+    assert "11 events" in response.json()["detail"]
+    assert IngestBatch.objects.count() == 1
+
+
+@pytest.mark.django_db
+def test_2500_turns_are_refused_under_the_default_limit(api):
+    # The fuzzer's case: 5,001 events from one body, five times the limit of a batch.
+    response = api.post_json(URL, _chat(2500))
+    assert response.status_code == 413
+    assert not IngestBatch.objects.exists()
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(("arguments", "stored", "status"), [
+    ('{"n": 123456789012345678901234567890}', {"n": pytest.approx(1.2345678901234568e29)}, "ok"),  # a float
+    ('{"s": "\\ud800"}', {"_raw": '{"s": "\\ud800"}'}, "schema_error"),  # a lone surrogate
+    ('{"x": NaN}', {"_raw": '{"x": NaN}'}, "schema_error"),  # not JSON
+])
+def test_arguments_the_database_cannot_hold_are_kept_as_text(api, arguments, stored, status):
+    body = {"session_id": "odd", "messages": [
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "bash", "arguments": arguments}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "ok"}]}
+    response = api.post_json(URL, body)
+    assert response.status_code == 202, response.json()
+    process_all()
+    call = ToolCall.objects.get()
+    assert (call.arguments, call.status) == (stored, status)

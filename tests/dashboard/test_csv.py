@@ -95,3 +95,34 @@ def test_csv_links_carry_the_range_and_the_filters(viewer_client, activity):
     sessions = viewer_client.get(reverse("dashboard:sessions", args=["acme"]),
                                  {"range": "30d", "errors": "yes", "after": "x|1"}).content.decode()
     assert "/p/acme/sessions.csv?range=30d&amp;errors=yes" in sessions
+
+
+FORMULAS = ["=HYPERLINK(\"http://evil.example\",\"x\")", "+1+cmd|' /C calc'!A0", "-2+3", "@SUM(A1:A9)",
+            "\tTAB", "\rCR"]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("agent", FORMULAS)
+def test_text_that_starts_like_a_formula_is_neutralised(viewer_client, project, agent):
+    # The agent name is the agents' own string; a spreadsheet must show it, never run it.
+    from tests.dashboard.builders import add_session, recent
+
+    add_session(project, at=recent(), agent=agent)
+    rows = _csv(viewer_client, "sessions_csv", "acme")
+    assert rows[0][1] == "agent_name"
+    assert rows[1][1] == "'" + agent
+
+
+@pytest.mark.django_db
+def test_text_that_merely_contains_a_formula_sign_is_kept(viewer_client, project):
+    from tests.dashboard.builders import add_session, recent
+
+    add_session(project, at=recent(), agent="coder=v2 -fast @team")
+    assert _csv(viewer_client, "sessions_csv", "acme")[1][1] == "coder=v2 -fast @team"
+
+
+def test_numbers_stay_numbers_negative_ones_too():
+    from dashboard.views.common import _lines
+
+    lines = list(_lines(["a", "b", "c", "d"], [[-3, -0.25, "-3", 7]]))
+    assert lines[1] == "-3,-0.25,'-3,7\r\n"  # the string "-3" is an agent's text, not a number

@@ -83,7 +83,8 @@ def process_batch(self, batch_id: int) -> bool:
     if result is BatchResult.BUSY:
         # Another worker holds the project: come back soon, without counting an attempt. The
         # message waits in this worker's memory, not in a pool process.
-        process_batch.apply_async((batch_id,), queue=settings.INGEST_QUEUE, countdown=random.uniform(0.5, 1.5))
+        queue = (self.request.delivery_info or {}).get("routing_key") or settings.INGEST_QUEUE
+        process_batch.apply_async((batch_id,), queue=queue, countdown=random.uniform(0.5, 1.5))
         return False
     if result:
         rollup_request()

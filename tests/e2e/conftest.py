@@ -34,8 +34,8 @@ def wait_for(condition: Callable[[], object], timeout: float = 30.0, message: st
 class WorkerProcess:
     """`celery -A toolscope worker` consuming a queue of its own, on the test database."""
 
-    def __init__(self, queue: str, log: Path) -> None:
-        self.queue, self.log = queue, log
+    def __init__(self, queue: str, log: Path, concurrency: int = 1) -> None:
+        self.queue, self.log, self.concurrency = queue, log, concurrency
         self.process: subprocess.Popen | None = None
 
     def env(self) -> dict[str, str]:
@@ -51,7 +51,7 @@ class WorkerProcess:
     def start(self) -> WorkerProcess:
         with self.log.open("a") as out:
             self.process = subprocess.Popen(
-                ["celery", "-A", "toolscope", "worker", "-Q", self.queue, "--concurrency", "1",
+                ["celery", "-A", "toolscope", "worker", "-Q", self.queue, "--concurrency", str(self.concurrency),
                  "--without-gossip", "--without-mingle", "--loglevel", "INFO"],
                 cwd=REPO, env=self.env(), stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
             )

@@ -4,11 +4,13 @@
 from __future__ import annotations
 
 import pytest
+from celery.exceptions import SoftTimeLimitExceeded
 
 from tests.workers.database import other_connection
-from toolscope.telemetry.models import BatchStatus, IngestBatch, Session, ToolCall
+from toolscope.telemetry.models import BatchStatus, IngestBatch, QuarantinedEvent, Session, ToolCall
 from toolscope.telemetry.services import processing
 from toolscope.telemetry.services.processing import BatchResult, batch_process
+from workers import tasks
 
 WHEN = "2026-11-22T10:00:00+00:00"
 
@@ -71,3 +73,29 @@ def test_a_batch_another_worker_holds_is_skipped_not_waited_for(project):
         batch_process(batch_id=first.pk)  # returns without waiting on the held row
         other_worker.rollback()
     assert statuses(first, held) == [(BatchStatus.DONE, 1), (BatchStatus.PENDING, 0)]
+
+
+def test_a_time_limit_fails_the_merged_attempt_whole_and_the_retry_goes_alone(project, monkeypatch):
+    """A time limit is nobody's event's fault: no quarantine, nothing of the group stored; the
+    batch's retry runs without the batches it had taken along, which their own tasks process."""
+    slow, partner = session_batch(project, "slow"), session_batch(project, "partner")
+    apply = processing.events_apply
+    calls = []
+
+    def timing_out(*, project, events):
+        calls.append(len(events))
+        if len(calls) == 1:
+            raise SoftTimeLimitExceeded()
+        apply(project=project, events=events)
+
+    monkeypatch.setattr(processing, "events_apply", timing_out)
+    with pytest.raises(Exception):  # noqa: B017,PT011 - the task asks Celery to retry
+        tasks.process_batch.apply(args=[slow.pk], throw=True)
+    assert calls == [4]  # both batches' events in one attempt, not split in search of a culprit
+    assert statuses(slow, partner) == [(BatchStatus.PENDING, 1), (BatchStatus.PENDING, 0)]
+    assert IngestBatch.objects.get(pk=slow.pk).error.startswith("SoftTimeLimitExceeded at ")
+    assert not QuarantinedEvent.objects.exists() and not ToolCall.objects.exists()
+
+    assert batch_process(batch_id=slow.pk) is BatchResult.DONE  # the retry
+    assert calls[1:] == [2]  # alone
+    assert statuses(slow, partner) == [(BatchStatus.DONE, 2), (BatchStatus.PENDING, 0)]

@@ -125,13 +125,13 @@ class AdvertisedSetAdmin(TelemetryAdmin):
 @admin.register(ToolCall)
 class ToolCallAdmin(TelemetryAdmin):
     list_display = ["tool_name", "status", "duration_ms", "session", "project", "started_at"]
-    list_filter = ["status", "project", ToolNameFilter, "approval", ("started_at", DATE_FILTER)]
+    list_filter = ["status", "project", ToolNameFilter, "approval", "altered", ("started_at", DATE_FILTER)]
     list_select_related = ["session", "project"]
     list_defer = ("arguments", "output", "error")
     search_fields = ["tool_name", "=client_id", "=call_id", "=session__client_id"]
     fields = [
         "project", "session", "turn", "turn_index", "client_id", "call_id", "tool_name", "status",
-        "approval", "duration_ms", "retries", "started_at", "created_at", "artifact",
+        "approval", "duration_ms", "retries", "started_at", "created_at", "artifact", "altered",
         "arguments_json", "output_text", "error_text",
     ]
     readonly_fields = fields

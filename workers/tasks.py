@@ -52,6 +52,10 @@ TRANSIENT_ERRORS = (OperationalError, InterfaceError)
 MAX_ATTEMPTS = 5
 
 
+class BatchAttemptFailed(Exception):
+    """A failed attempt, as Celery logs it: the failure's reason without the batch's values."""
+
+
 @shared_task(
     name="workers.process_batch",
     bind=True,
@@ -79,7 +83,8 @@ def process_batch(self, batch_id: int) -> bool:
                      "".join(traceback.format_tb(exc.__traceback__)))
         if final:
             return False
-        raise self.retry(exc=exc, countdown=retry_delay(self.request.retries)) from None
+        # Celery logs the retry's exception: give it the reason, not the original message.
+        raise self.retry(exc=BatchAttemptFailed(reason), countdown=retry_delay(self.request.retries)) from None
     if result is BatchResult.BUSY:
         # Another worker holds the project: come back soon, without counting an attempt. The
         # message waits in this worker's memory, not in a pool process.

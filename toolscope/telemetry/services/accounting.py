@@ -26,6 +26,7 @@ from toolscope.policies.services.documents import policy_outputs_for_processing
 from toolscope.telemetry.models import AdvertisedSet, Artifact, CallDuration, Project, Session, ToolCall, Turn
 from toolscope.telemetry.services.bulk import rows_insert, rows_update
 from toolscope.telemetry.services.hourly_deltas import CALL_VALUES, HourlyDelta
+from toolscope.telemetry.services.quarantine import failure_reason
 from toolscope.telemetry.services.rollups import hour_floor
 from toolscope.tokenizer import count_many, counter
 
@@ -216,7 +217,7 @@ def _insert_new(model: type[Turn | ToolCall], rows: list[dict[str, Any]]) -> Non
     except IntegrityError as exc:
         # Another worker stored some of these rows (the same events in two batches) since they
         # were looked up; its transaction has committed by now, so a retry skips them.
-        raise BatchConflictError(str(exc)) from exc
+        raise BatchConflictError(failure_reason(exc)) from exc
 
 
 def _calls_save(calls: list[CallState]) -> None:

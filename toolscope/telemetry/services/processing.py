@@ -28,7 +28,7 @@ from toolscope.telemetry.models import BatchStatus, IngestBatch, Project, Sessio
 from toolscope.telemetry.services.accounting import BatchConflictError, sessions_account
 from toolscope.telemetry.services.advertised import advertised_sets_resolve
 from toolscope.telemetry.services.bulk import ids_allocate, rows_update
-from toolscope.telemetry.services.quarantine import Entry, events_apply_isolating, quarantine_store
+from toolscope.telemetry.services.quarantine import Entry, events_apply_isolating, failure_reason, quarantine_store
 from toolscope.tokenizer import count_many
 
 logger = logging.getLogger(__name__)
@@ -211,7 +211,7 @@ def _sessions_upsert(
         Session.objects.bulk_create(drafts.values())
     except IntegrityError as exc:
         # A concurrent worker stored one of these sessions since the lookup; a retry locks it.
-        raise BatchConflictError(str(exc)) from exc
+        raise BatchConflictError(failure_reason(exc)) from exc
     rows_update(Session, SESSION_FIELDS, [session for session in changed if session.client_id in sessions])
     starts.update((draft.pk, None) for draft in drafts.values())
     return {**sessions, **drafts}, starts

@@ -1,13 +1,19 @@
-"""Redacted arguments and secret-looking values never reach any table, the raw batch included."""
+"""Redacted arguments and secret-looking values never reach any table, the raw batch included;
+ids that held secrets stay distinct and re-sent events are still recognised."""
 
 from __future__ import annotations
 
 import pytest
 from django.db import connection
+from toolscope_agent.engine.schemas import schema_hash
 
-from toolscope.policies.models import Tool
-from toolscope.telemetry.models import IngestBatch, ToolCall
+from tests.factories import make_key
+from tests.secret_corpus import secret_kinds
+from toolscope.policies.models import Tool, ToolVersion
+from toolscope.telemetry.models import IngestBatch, Session, ToolCall
 from toolscope.telemetry.services.processing import batch_process
+
+KEYS = {kind.name: kind.text for kind in secret_kinds()}
 
 OPENAI_KEY = "sk-proj-Q2x9TzY7wLmN4bVc8dFg1hJk3"
 GITHUB_TOKEN = "ghp_" + "R7t2Yq9W3e5U8i1O4p6A0s2D4f6G8h0J1k3L"
@@ -50,3 +56,71 @@ def test_secrets_and_redacted_arguments_reach_no_table(api, project):
         assert secret not in stored, secret
     # What is not secret survives.
     assert "db.internal:5432/app" in stored and "curl -H" in stored
+
+
+def call(event_id: str, session: str = "s1") -> dict:
+    return {"type": "tool_call", "id": event_id, "session_id": session, "turn_index": 0, "tool_name": "bash",
+            "output": "ok"}
+
+
+@pytest.mark.django_db
+def test_ids_that_differ_only_in_their_secret_stay_distinct(api):
+    ids = [f"call_{KEYS[name]}" for name in ("github-pat", "stripe-secret-key", "npm-token")]
+    response = api.post_json("/api/v1/ingest", {"events": [call(i) for i in ids]})
+    assert response.json()["accepted"] == 3
+    batch_process(batch_id=IngestBatch.objects.get().pk)
+
+    stored = set(ToolCall.objects.values_list("client_id", flat=True))
+    assert len(stored) == 3
+    assert all(client_id.startswith("call_[REDACTED:") for client_id in stored)
+
+
+@pytest.mark.django_db
+def test_a_re_sent_event_whose_id_held_a_secret_is_a_duplicate(api):
+    events = [{"type": "session", "id": f"run_{KEYS['slack-bot-token']}"},
+              call(f"call_{KEYS['github-pat']}", session=f"run_{KEYS['slack-bot-token']}")]
+    api.post_json("/api/v1/ingest", {"events": events})
+    batch_process(batch_id=IngestBatch.objects.get().pk)
+
+    again = api.post_json("/api/v1/ingest", {"events": events}).json()
+    assert [r["status"] for r in again["results"]] == ["accepted", "duplicate"]  # sessions are upserts
+    assert Session.objects.count() == 1 and ToolCall.objects.count() == 1
+
+
+@pytest.mark.django_db
+def test_metadata_keys_and_values_named_like_secrets_are_redacted(api):
+    metadata = {KEYS["openai-short-key"]: "a key as a key", "db": {"password": "correct horse battery"},
+                "max_tokens": 4096, "repo": "acme/api"}
+    api.post_json("/api/v1/ingest", {"events": [{"type": "session", "id": "s1", "metadata": metadata}]})
+    batch_process(batch_id=IngestBatch.objects.get().pk)
+
+    stored = Session.objects.get().metadata
+    assert KEYS["openai-short-key"] not in str(stored)
+    assert stored["db"] == {"password": "[REDACTED]"}
+    assert stored["max_tokens"] == 4096 and stored["repo"] == "acme/api"
+
+
+@pytest.mark.django_db
+def test_put_tools_keeps_a_schema_without_secrets_exactly(api_for, project):
+    client = api_for(make_key(project, scopes=["ingest", "policy:read"]).secret)
+    schema = {"type": "object", "properties": {"password": {"type": "string", "format": "password"},
+                                               "token": {"type": "string"}, "max_tokens": {"type": "integer"}}}
+    definition = {"name": "login", "description": "Log in with a password or a token.", "input_schema": schema}
+    result = client.put("/api/v1/tools", {"tools": [definition]}, format="json").json()["tools"][0]
+
+    tool = Tool.objects.get()
+    assert tool.input_schema == schema and tool.description == definition["description"]
+    assert result["schema_hash"] == schema_hash("login", definition["description"], schema)
+
+
+@pytest.mark.django_db
+def test_put_tools_cuts_secrets_out_of_definitions(api_for, project):
+    client = api_for(make_key(project, scopes=["ingest", "policy:read"]).secret)
+    key = KEYS["anthropic-api-key"]
+    definition = {"name": "ask", "description": f"Calls Claude with {key}",
+                  "input_schema": {"type": "object", "properties": {"key": {"type": "string", "default": key}}}}
+    assert client.put("/api/v1/tools", {"tools": [definition]}, format="json").status_code == 200
+
+    for row in (Tool.objects.get(), ToolVersion.objects.get()):
+        assert key not in row.description and key not in str(row.input_schema)
+        assert row.input_schema["properties"]["key"] == {"type": "string", "default": "[REDACTED]"}

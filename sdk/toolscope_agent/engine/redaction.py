@@ -1,161 +1,349 @@
 """Redaction: what must never leave the agent or reach a database.
 
-Two rules, applied by the SDK before sending and by the server before storing:
-- argument keys a tool's settings name (`redact`) lose their values, at any depth;
-- any string that looks like a secret (provider API keys, bearer tokens, passwords in URLs,
-  private keys, JWTs, `password=...` assignments) has that substring replaced by [REDACTED].
-
-Scanning runs on the ingest hot path over every output. Python's regex engine scans text without a
-literal prefix at ~20 MB/s, so each rule instead finds its literal marker with str.find (memchr
-speed) and runs its pattern only at those positions with `match`.
+Applied by the SDK to arguments before they are logged or sent, and by the server to every field
+of every event before anything is stored:
+- **free text** (outputs, errors, messages, prompts, descriptions, any JSON string): each span a
+  secret rule finds becomes [REDACTED] and nothing else changes. The rules are gitleaks' rule set,
+  used as data (secret_rules.py), plus toolscope's own rules below for the shapes it lacks. A
+  keyword alone never redacts anything: `password = click.prompt("Password")` stays as it is.
+- **identifiers and dictionary keys** (event, session and call ids, tool names, JSON object keys):
+  the secret part becomes [REDACTED:<12 hex>], an HMAC-SHA256 of the secret, so two ids holding
+  different secrets stay different and a re-sent event gets the same id again.
+- **structured values**: a string whose key is named like a secret (`password`, `api_key`,
+  `aws_secret_access_key`, `Authorization`, …, but not `token_count`, `max_tokens` or
+  `password_hint`) becomes [REDACTED], whatever it holds, and so does every string below such a
+  key; so do the values of the argument keys a tool's `redact` setting names. JSON Schemas (tool
+  definitions) are exempt from this: a property named `password` describes a value, it is none.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import hmac
+import json
 import re
-from collections.abc import Callable, Collection
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Mapping
+from functools import cache
 from typing import Any
 
-REDACTED = "[REDACTED]"
-
-
-@dataclass(frozen=True)
-class _Rule:
-    marker: str  # literal where a match starts, found with str.find
-    pattern: re.Pattern[str]  # matched there on the original text; group "secret" is what is cut
-    fold: bool = False  # marker is lowercase and searched in the lowered text
-    word_start: bool = True  # the match must not follow a letter, digit or underscore
-
-
-def _rule(marker: str, pattern: str, *, fold: bool = False, word_start: bool = True) -> _Rule:
-    return _Rule(marker, re.compile(pattern, re.S | (re.I if fold else 0)), fold, word_start)
-
-
-# Case-sensitive formats get exact markers: a short or case-folded marker ("gh", "sk") occurs in
-# ordinary words so often that the pattern attempts would cost more than the scan.
-_ASSIGNED = r"[\w\-]*['\"]?\s*[=:]\s*['\"]?(?P<secret>[^\s'\",;]{8,})"
-_HEADER = r"\s+(?P<secret>[A-Za-z0-9._~+/\-]{16,}=*)"
-_RULES: tuple[_Rule, ...] = (
-    _rule("-----BEGIN ", r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----.*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|\Z)",
-          word_start=False),
-    _rule("sk-", r"sk-(?:ant-|proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{20,}"),
-    _rule("sk_", r"sk_(?:live|test)_[A-Za-z0-9]{16,}"),
-    _rule("rk_", r"rk_(?:live|test)_[A-Za-z0-9]{16,}"),
-    _rule("AKIA", r"AKIA[0-9A-Z]{16}(?![0-9A-Z])"),
-    _rule("ASIA", r"ASIA[0-9A-Z]{16}(?![0-9A-Z])"),
-    *(_rule(f"gh{kind}_", rf"gh{kind}_[A-Za-z0-9]{{36,}}") for kind in "pousr"),
-    _rule("github_pat_", r"github_pat_[A-Za-z0-9_]{22,}"),
-    _rule("glpat-", r"glpat-[A-Za-z0-9_\-]{20,}"),
-    _rule("xox", r"xox[abposr]-[A-Za-z0-9\-]{10,}"),
-    _rule("AIza", r"AIza[0-9A-Za-z_\-]{35}"),
-    _rule("hf_", r"hf_[A-Za-z0-9]{30,}"),
-    _rule("eyJ", r"eyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}"),
-    _rule("://", r"://[^\s:/@]+:(?P<secret>[^\s@/]+)@", word_start=False),
-    _rule("bearer", r"bearer" + _HEADER, fold=True),
-    _rule("basic", r"basic\s+(?P<secret>[A-Za-z0-9+/]{16,}=*)", fold=True),
-    # "token" starts both `Token abc…` headers and `auth_token=…` assignments.
-    _rule("token", r"token(?:" + _HEADER + "|" + _ASSIGNED.replace("secret", "assigned") + ")", fold=True,
-          word_start=False),
-    *(_rule(word, word + _ASSIGNED, fold=True, word_start=False)
-      for word in ("api_key", "api-key", "apikey", "secret", "password", "passwd", "private_key")),
+from toolscope_agent.engine.secret_rules import (
+    MIN_SECRET_LENGTH,
+    RULES_FILE,
+    Rule,
+    RuleSet,
+    rules_from_config,
 )
-# No pattern matches fewer characters than this, so shorter strings skip the scan.
-_MIN_SECRET_LENGTH = 8
+
+REDACTED = "[REDACTED]"
+# The SDK's key for hashed markers. The server passes its own (derived from SECRET_KEY), so a
+# hash seen in the database cannot be checked against guesses without it.
+DEFAULT_HASH_KEY = b"toolscope-redaction-v1"
+HASH_HEX_CHARS = 12
+# Identifiers are also scanned after each of their first few `_`s (bounded: keys can be long).
+MAX_ID_SCAN, MAX_ID_SPLITS = 256, 8
+MAX_PASSES = 3
+
+# --- names ---------------------------------------------------------------------------------------
+
+_WORDS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
+SECRET_WORDS = frozenset({
+    "password", "passwords", "passwd", "passphrase", "pwd", "secret", "secrets", "token",
+    "apikey", "accesskey", "secretkey", "privatekey", "authtoken", "accesstoken", "refreshtoken",
+    "apitoken", "bearertoken", "sessiontoken", "idtoken", "clientsecret", "credential",
+    "credentials", "authorization", "cookie", "cookies",
+})
+SECRET_PAIRS = frozenset({
+    ("api", "key"), ("access", "key"), ("secret", "key"), ("private", "key"), ("signing", "key"),
+    ("encryption", "key"), ("master", "key"), ("account", "key"), ("auth", "key"),
+})
+# A name that holds one of these words describes a secret without being one: `token_count`,
+# `password_hint`, `secret_name`, `api_key_env`, `next_page_token`, `show_password`.
+NOT_SECRET_WORDS = frozenset({
+    "count", "counts", "type", "types", "kind", "format", "limit", "limits", "max", "min", "length",
+    "len", "size", "usage", "budget", "total", "num", "number", "estimate", "estimated", "ratio",
+    "rate", "cost", "price", "name", "names", "id", "ids", "url", "uri", "urls", "endpoint", "path",
+    "file", "filename", "dir", "env", "var", "variable", "field", "label", "hint", "prompt",
+    "placeholder", "description", "help", "required", "expires", "expiry", "expiration", "ttl",
+    "lifetime", "age", "at", "created", "updated", "rotated", "index", "idx", "position", "offset",
+    "encoding", "policy", "strategy", "scope", "scopes", "header", "prefix", "suffix", "provider",
+    "source", "service", "page", "next", "cursor", "continuation", "csrf", "xsrf", "used",
+    "remaining", "reset", "input", "output", "cached", "completion", "reasoning", "is", "has",
+    "show", "hide", "use", "enable", "enabled", "allow", "require", "requires", "include", "mask",
+    "masked", "redact", "redacted", "visible", "valid", "pattern", "regex", "rule", "version",
+    "algorithm", "method", "mode", "manager", "store", "config", "settings", "option", "options",
+    # cursors and idempotency tokens name no credential (`NextToken`, `ClientRequestToken`)
+    "request", "change", "idempotency", "lifecycle", "purchase", "pagination", "sync",
+})
+# Words that may follow the secret word without changing what the value is (`token_value`).
+NEUTRAL_TAIL_WORDS = frozenset({"value", "val", "raw", "plain", "plaintext", "b64", "base64", "encoded",
+                                "hash", "hashed", "enc", "encrypted"})
 
 
-def _prefilter() -> Callable[[str], object] | None:
-    """With google-re2 installed (the server has it), one linear-time pass over all the rules at
-    once answers "could anything here be a secret?" about ten times faster than the marker scans.
-    It matches a superset of what the rules match (no word-start or lookahead conditions), so the
-    answer to "what is redacted" is the same with or without it."""
-    try:
-        import re2  # type: ignore[import-untyped, import-not-found, unused-ignore]
-    except ImportError:  # the SDK's default: no dependency beyond the standard library
-        return None
-    parts = []
-    for rule in _RULES:
-        pattern = rule.pattern.pattern.replace("(?P<secret>", "(").replace("(?P<assigned>", "(")
-        pattern = pattern.replace("(?![0-9A-Z])", "").replace(r"\Z", r"\z")
-        parts.append(f"(?{'is' if rule.fold else 's'}:{pattern})")
-    search: Callable[[str], object] = re2.compile("|".join(parts)).search
-    return search
+@cache
+def is_secret_name(name: str) -> bool:
+    """Is a key of this name holding a secret? Case- and separator-insensitive, by whole words of
+    the name, and by its last word as English compounds go (`apiKey`, `X-API-Key`,
+    `OPENAI_API_KEY`, `client_secret`, `password2`: yes; `tokens`, `token_count`, `keyboard`,
+    `secretary`, `auth_token_config`, `Token.String`: no)."""
+    words = [word.lower() for word in _WORDS.findall(name) if not word.isdigit()]
+    while len(words) > 1 and words[-1] in NEUTRAL_TAIL_WORDS:
+        words.pop()
+    if not words or any(word in NOT_SECRET_WORDS for word in words):
+        return False
+    return words[-1] in SECRET_WORDS or tuple(words[-2:]) in SECRET_PAIRS
 
 
-_could_hold_secret = _prefilter()
+# --- toolscope's own rules -------------------------------------------------------------------------
+# gitleaks looks for secrets in repositories; agents' text also carries credentials in URLs, HTTP
+# headers, key blocks cut short, and passwords too weak for gitleaks' entropy threshold. Each rule
+# has the shape of a gitleaks rule and is judged by the same code (entropy, allowlists).
+
+_NOT_A_VALUE = [  # placeholders, references and documentation examples, not values
+    r"EXAMPLE",
+    r"^\[REDACTED(?::[0-9a-f]+)?\]$", r"^<[^>]*>$", r"^\{[^}]*\}$", r"^\*+$", r"^(?i:x+)$", r"^!\w+$",
+    r"^%\(\w+\)[a-z]$", r"^\[+[\w ]*\]+$",
+    r"^(?i:pass(?:word)?|passwd|pwd|secret|changeme|changeit|redacted|token|example|dummy|none|null|masterkey)$",
+]
+# A value without digits is indistinguishable from a word (`boolean?`, `a%20secret`).
+_WORDS_ONLY = r"^(?:[A-Za-z_./~+=?-]|%[0-9A-Fa-f]{2})+$"
+_DOTTED_NAME = r"^[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)+$"  # module.attribute, not a literal
+# A value with a digit or a symbol in it (a value of letters only is a word, see _WORDS_ONLY);
+# `{}` is the set of characters it cannot hold. Shorter than 8: see _SHORT.
+_VALUE = r"[^{0}]*[0-9!#%&*@^|:~][^{0}]*"
+_SHORT = r"^.{0,7}$"
+_SECRET_FRAGMENTS = ["pass", "pwd", "secret", "token", "key", "credential", "auth", "cookie"]
+# A name holding one of the fragments (the keywords too); is_secret_name then judges it whole.
+_KEY = r"((?:[A-Za-z_][\w.-]*?)?(?i:" + "|".join(_SECRET_FRAGMENTS) + r")[\w.-]*?)"
+OWN_RULES: list[dict[str, Any]] = [
+    {"id": "toolscope-private-key-block", "keywords": ["-----begin"],
+     # Blocks cut short (no END line) and short bodies, which gitleaks' private-key rule misses.
+     "regex": r"-----BEGIN[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----(?:\r?\n|\\r?\\n){1,2}[A-Za-z0-9+/=]"
+              r"(?s:.*?)(?:-----END[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----|\z)"},
+    {"id": "toolscope-url-password", "keywords": ["://"],
+     # group 1 is the user: `guest:guest@` is a default, not a secret.
+     "regex": r"\b[a-zA-Z][a-zA-Z0-9+.-]*://([^\s:/@'\"\x60<>]+):([^\s/@'\"\x60<>]+)@",
+     "secretGroup": 2,
+     "allowlists": [{"regexes": [*_NOT_A_VALUE, _WORDS_ONLY, r"^[A-Z][A-Z0-9_]*$"]},
+                    {"regexTarget": "match", "regexes": [r"@(?:[\w-]+\.)*example\.(?:com|org|net)$"]}]},
+    {"id": "toolscope-bearer", "keywords": ["bearer"], "entropy": 3.0,
+     "regex": r"(?i)\bbearer[ \t]+([A-Za-z0-9._~+/-]{16,}={0,2})"},
+    {"id": "toolscope-token-header", "keywords": ["token"], "entropy": 3.0,
+     # `Token abc…` (a header or prose), not a `--next-token` flag's value.
+     "regex": r"(?i)(?:^|[^\w.-])token[ \t]+([A-Za-z0-9._~+/-]{16,}={0,2})",
+     "allowlists": [{"regexes": [_WORDS_ONLY]}]},
+    {"id": "toolscope-basic-auth", "keywords": ["basic"], "entropy": 2.5,
+     "regex": r"(?i)\bauthorization[\"']?[ \t]*[:=][ \t]*[\"']?basic[ \t]+([A-Za-z0-9+/]{12,}={0,2})"},
+    {"id": "toolscope-provider-key", "keywords": ["sk-proj-", "sk-svcacct-", "sk-admin-", "sk-ant-"],
+     "entropy": 3.0,
+     # gitleaks' OpenAI and Anthropic rules want exact lengths and markers that keys cut or
+     # reformatted by a tool no longer have; the prefixes alone are distinctive enough.
+     "regex": r"\b(sk-(?:proj|svcacct|admin|ant-(?:api|admin|sid)\d{2})-[A-Za-z0-9_-]{20,})"},
+    {"id": "toolscope-aws-secret-access-key", "keywords": ["secret_access_key", "secretaccesskey"],
+     "entropy": 3.5,
+     # gitleaks has the key id (AKIA…) but not its secret, which has no shape of its own.
+     "regex": r"(?i)aws_?secret_?access_?key[\"']?[ \t]*(?:=|:|=>)[ \t]*[\"']?([A-Za-z0-9/+]{40})"
+              r"(?:[^A-Za-z0-9/+=]|$)"},
+    {"id": "toolscope-quoted-assignment", "keywords": _SECRET_FRAGMENTS,
+     # A quoted literal assigned to a key named like a secret: `password = "hunter2!"`,
+     # `"client_secret": "…"`; group 1 is the key, checked by is_secret_name.
+     "regex": r"(?:^|[^\w.-])\\?[\"']?" + _KEY + r"\\?[\"']?[ \t]*(?:=|:=|:|=>)[ \t]*"
+              r"(?:\\?\"(" + _VALUE.format(r"\"'\\\s\x60") + r")\\?\"|'(" + _VALUE.format(r"\"'\\\s\x60") + ")')",
+     "secretGroup": 2, "allowlists": [{"regexes": [*_NOT_A_VALUE, _WORDS_ONLY, _SHORT]}]},
+    {"id": "toolscope-line-assignment", "keywords": _SECRET_FRAGMENTS,
+     # A line that is only `NAME=value` (.env, shell, INI) or `name: value` (YAML). A program's
+     # assignments hold calls, subscripts, strings or names (`password = click.prompt(…)`,
+     # `token = self.token`): brackets, quotes and digit-less values are not taken.
+     "regex": r"(?m)^[+-]?[ \t]*(?:export[ \t]+)?" + _KEY
+              + r"(?:[ \t]*=[ \t]*|:[ \t]+)(" + _VALUE.format(r"\s'\"\x60(){}\[\],;<>$") + r")[ \t]*\r?$",
+     "secretGroup": 2, "allowlists": [{"regexes": [*_NOT_A_VALUE, _WORDS_ONLY, _DOTTED_NAME, _SHORT]}]},
+]
+_CURSOR_TOKEN = r"(?i)(?:" + "|".join(("next", "page", "continuation", "pagination", "sync", "request", "change",
+                                         "idempotency", "lifecycle", "purchase")) + r")[_.-]?token"
+# Additions to gitleaks' own allowlists, for what agents' text holds and repositories less often.
+GITLEAKS_ALLOWLIST_ADDITIONS: dict[str, list[dict[str, Any]]] = {
+    "generic-api-key": [
+        {"description": "names in code: attribute chains, CONSTANT_NAMES, snake_names, CamelCase2Names",
+         "regexes": [_DOTTED_NAME, r"^[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+$", r"^[a-z][a-z0-9]*(?:_[a-z0-9]+)+$",
+                     r"^(?:[A-Za-z][a-z]+|[0-9]{1,4})+$", r"^[A-Za-z_./-]+$"]},
+        {"description": "cursors, idempotency tokens and ids", "regexTarget": "match",
+         "regexes": [_CURSOR_TOKEN,
+                     r"(?:[a-z0-9]Id|_id|_ID|-id)[\"']?[ \t]*(?:=|:)"]},
+    ],
+    "private-key": [
+        {"description": "a key block's markers quoted in prose or code, not a block",
+         "regexTarget": "match",
+         "regexes": [r"^-----BEGIN[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----(?:[^\r\n\\]|\\[^rn])"]},
+    ],
+}
 
 
-def _is_word_char(char: str) -> bool:
-    return char.isalnum() or char == "_"
+# Rules chosen by their keywords for at least 5% of the standard library's files (bench/
+# redaction_speed.py --precision prints the shares): tried together first. Speed only: the
+# result is the same with any list.
+FREQUENT_RULES = frozenset({
+    "vault-service-token", "generic-api-key", "twilio-api-key", "jwt", "lob-api-key",
+    "authress-service-client-access-key", "curl-auth-user", "curl-auth-header", "sendgrid-api-token",
+    "toolscope-quoted-assignment", "toolscope-line-assignment", "toolscope-url-password",
+    "toolscope-token-header", "toolscope-basic-auth",
+})
 
 
-def _match_span(rule: _Rule, text: str, pos: int) -> tuple[int, int] | None:
-    if rule.word_start and pos > 0 and _is_word_char(text[pos - 1]):
-        return None
-    match = rule.pattern.match(text, pos)
-    if match is None:
-        return None
-    for group in ("secret", "assigned"):
-        if group in rule.pattern.groupindex and match.group(group) is not None:
-            return match.span(group)
-    return match.span()
+def _group(match: Any, text: str, group: int) -> str:
+    start, end = match.span(group)
+    return text[start:end]
 
 
-def _spans(text: str) -> list[tuple[int, int]]:
-    spans: list[tuple[int, int]] = []
-    lowered = text.lower()
-    for rule in _RULES:
-        haystack = lowered if rule.fold else text
-        pos = haystack.find(rule.marker)
-        while pos != -1:
-            span = _match_span(rule, text, pos)
-            if span:
-                spans.append(span)
-            pos = haystack.find(rule.marker, span[1] if span else pos + 1)
-    return spans
+def _named_like_a_secret(match: Any, text: str) -> bool:
+    return is_secret_name(_group(match, text, 1))
 
 
-def redact_text(text: str) -> str:
-    """`text` with every secret-looking substring replaced by [REDACTED]."""
-    if len(text) < _MIN_SECRET_LENGTH:
-        return text
-    if _could_hold_secret is not None and _could_hold_secret(text) is None:
-        return text
-    spans = _spans(text)
-    if not spans:
-        return text
-    spans.sort()
-    pieces: list[str] = []
-    cursor = 0
-    for start, end in spans:
-        if end <= cursor:  # inside a span already cut
-            continue
-        if start >= cursor:
-            pieces.append(text[cursor:start])
-            pieces.append(REDACTED)
+def _not_the_user_name(match: Any, text: str) -> bool:
+    return _group(match, text, 1) != _group(match, text, 2)
+
+
+@cache
+def rule_set() -> RuleSet:
+    """gitleaks' rules and toolscope's, compiled once per process."""
+    config = json.loads(RULES_FILE.read_text(encoding="utf-8"))
+    for spec in config["rules"]:
+        spec.setdefault("allowlists", []).extend(GITLEAKS_ALLOWLIST_ADDITIONS.get(spec["id"], ()))
+    own = rules_from_config({"allowlist": config["allowlist"], "rules": OWN_RULES})
+    checks = {"toolscope-quoted-assignment": _named_like_a_secret, "toolscope-line-assignment": _named_like_a_secret,
+              "toolscope-url-password": _not_the_user_name}
+    own = tuple(dataclasses.replace(r, check=checks[r.id]) if r.id in checks else r for r in own)
+    gitleaks: tuple[Rule, ...] = rules_from_config(config)
+    return RuleSet(gitleaks + own, frequent=FREQUENT_RULES)
+
+
+# --- text and identifiers --------------------------------------------------------------------------
+
+def _cut(text: str, spans: list[tuple[int, int]], marker: Callable[[str], str]) -> str:
+    """`text` with each span (overlapping ones merged) replaced by marker(secret)."""
+    merged: list[list[int]] = []
+    for start, end in sorted(spans):
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    pieces, cursor = [], 0
+    for start, end in merged:
+        pieces += [text[cursor:start], marker(text[start:end])]
         cursor = end
     pieces.append(text[cursor:])
     return "".join(pieces)
 
 
-def redact_value(value: Any) -> Any:
-    """A copy of a JSON value with secret-looking substrings of every string redacted."""
+def _redact(text: str, marker: Callable[[str], str], spans: Callable[[str], list[tuple[int, int]]]) -> str:
+    # Cutting a secret can complete another match: `AKIA…` followed by `ghp_…` has no word
+    # boundary until the second key becomes "[". A further pass makes redaction idempotent.
+    for _ in range(MAX_PASSES):
+        found = spans(text)
+        if not found:
+            break
+        text = _cut(text, found, marker)
+    return text
+
+
+def redact_text(text: str) -> str:
+    """`text` with every secret replaced by [REDACTED]; the same object when there is none."""
+    if len(text) < MIN_SECRET_LENGTH:
+        return text
+    return _redact(text, lambda _secret: REDACTED, rule_set().spans)
+
+
+def hashed_marker(secret: str, hash_key: bytes = DEFAULT_HASH_KEY) -> str:
+    digest = hmac.new(hash_key, secret.encode("utf-8", "surrogatepass"), hashlib.sha256).hexdigest()
+    return f"[REDACTED:{digest[:HASH_HEX_CHARS]}]"
+
+
+def _identifier_spans(text: str) -> list[tuple[int, int]]:
+    """Spans in the id, in each of its `:`-separated parts, and in what follows each of the first
+    `_`s of a part: ids glue a key to words with `_` and `:` (`resp_…:t0`, `call_…`), and some
+    rules want a key to start after a space, quote or `=`, or to end before one."""
+    rules = rule_set()
+    if len(text) < MIN_SECRET_LENGTH or not rules.candidates(text):
+        return []
+    spans = rules.spans(text)
+    part_start = 0
+    for part in text[:MAX_ID_SCAN].split(":"):
+        starts = [0, *(i + 1 for i, char in enumerate(part) if char == "_")][:MAX_ID_SPLITS]
+        for start in starts if part != text else starts[1:]:
+            offset = part_start + start
+            spans += [(a + offset, b + offset) for a, b in rules.spans(part[start:])]
+        part_start += len(part) + 1
+    return spans
+
+
+def redact_identifier(text: str, *, hash_key: bytes = DEFAULT_HASH_KEY, max_length: int | None = None) -> str:
+    """An id or key with each secret in it replaced by a keyed hash of that secret. If that makes
+    it longer than `max_length`, the whole id becomes the hash of the whole id."""
+    redacted = _redact(text, lambda secret: hashed_marker(secret, hash_key), _identifier_spans)
+    if max_length is not None and len(redacted) > max_length:
+        return hashed_marker(text, hash_key)
+    return redacted
+
+
+# --- JSON values ----------------------------------------------------------------------------------
+
+_PLACEHOLDER = re.compile("|".join(_NOT_A_VALUE) + r"|^\$\{?\w+\}?$|^\{\{.*\}\}$|^$")
+
+
+@dataclasses.dataclass(frozen=True)
+class _Walk:
+    hash_key: bytes
+    secret_names: bool  # False for JSON Schemas: their keys name properties, not values
+    redact_keys: Collection[str] = ()  # a tool's `redact` setting
+
+    def value(self, value: Any, under_secret: bool = False) -> Any:
+        if isinstance(value, str):
+            if under_secret and not _PLACEHOLDER.match(value):
+                return REDACTED
+            return redact_text(value)
+        if isinstance(value, dict):
+            return {self.key(key): self.item(key, item, under_secret) for key, item in value.items()}
+        if isinstance(value, list):
+            return [self.value(item, under_secret) for item in value]
+        return value
+
+    def item(self, key: Any, item: Any, under_secret: bool) -> Any:
+        if key in self.redact_keys:
+            return REDACTED
+        named = self.secret_names and isinstance(key, str) and is_secret_name(key)
+        return self.value(item, under_secret or named)
+
+    def key(self, key: Any) -> Any:
+        return redact_identifier(key, hash_key=self.hash_key) if isinstance(key, str) else key
+
+
+def redact_value(value: Any, *, hash_key: bytes = DEFAULT_HASH_KEY, secret_names: bool = True) -> Any:
+    """A copy of a JSON value with secrets cut out of every string and key, and (unless
+    `secret_names` is False) every string below a key named like a secret replaced."""
     if isinstance(value, str):
         return redact_text(value)
-    if isinstance(value, dict):
-        return {key: redact_value(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [redact_value(item) for item in value]
-    return value
+    if not isinstance(value, dict | list):
+        return value
+    return _Walk(hash_key, secret_names).value(value)
 
 
-def redact_arguments(arguments: Any, keys: Collection[str]) -> Any:
-    """Arguments with the values of `keys` (at any depth) and secret-looking strings redacted."""
-    if isinstance(arguments, dict):
-        return {
-            key: REDACTED if key in keys else redact_arguments(item, keys)
-            for key, item in arguments.items()
-        }
-    if isinstance(arguments, list):
-        return [redact_arguments(item, keys) for item in arguments]
-    return redact_value(arguments)
+def redact_arguments(arguments: Any, keys: Collection[str], *, hash_key: bytes = DEFAULT_HASH_KEY) -> Any:
+    """Arguments redacted as by redact_value, and the values of `keys` (at any depth) replaced."""
+    return _Walk(hash_key, True, frozenset(keys)).value(arguments)
+
+
+def redact_tool(definition: Mapping[str, Any], *, hash_key: bytes = DEFAULT_HASH_KEY,
+                max_length: int | None = None) -> dict[str, Any]:
+    """A tool definition in toolscope's shape with secret literals cut out of its name,
+    description and schema. Nothing else in the schema changes: its hash and token count are
+    those of the definition as sent unless it held a secret."""
+    redacted = {}
+    for field, value in definition.items():
+        if field == "description" and isinstance(value, str):
+            redacted[field] = redact_text(value)
+        elif field == "input_schema":
+            redacted[field] = redact_value(value, hash_key=hash_key, secret_names=False)
+        elif isinstance(value, str):
+            redacted[field] = redact_identifier(value, hash_key=hash_key, max_length=max_length)
+        else:
+            redacted[field] = redact_value(value, hash_key=hash_key, secret_names=False)
+    return redacted

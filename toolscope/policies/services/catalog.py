@@ -10,6 +10,7 @@ from toolscope_agent.engine.schemas import normalize_tool, schema_hash
 
 from toolscope.policies.models import Tool, ToolVersion
 from toolscope.telemetry.models import Project
+from toolscope.telemetry.services.redact import hash_key, tool_definition_redact
 from toolscope.tokenizer import schema_tokens
 
 
@@ -24,10 +25,13 @@ def tool_schema_hash(*, name: str, description: str, input_schema: dict[str, Any
 
 
 def _normalized(definitions: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Definitions by name, in toolscope's shape with their hash; the last one of a name wins."""
+    """Definitions by name, in toolscope's shape with their hash; the last one of a name wins.
+    Secret literals are cut out first (PUT /tools stores definitions as sent), so the hash is the
+    stored definition's."""
     by_name: dict[str, dict[str, Any]] = {}
+    key = hash_key()
     for definition in definitions:
-        tool = normalize_tool(definition)
+        tool = tool_definition_redact(normalize_tool(definition), key=key)
         tool["schema_hash"] = schema_hash(tool["name"], tool["description"], tool["input_schema"])
         by_name[tool["name"]] = tool
     return by_name

@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from toolscope.telemetry.models import ApiKey, BatchKind, IngestBatch, Project, ToolCall, Turn
 from toolscope.telemetry.services.events import Rejected, event_validate
-from toolscope.telemetry.services.redact import event_redact, redact_keys
+from toolscope.telemetry.services.redact import events_redact
 
 logger = logging.getLogger(__name__)
 
@@ -78,8 +78,10 @@ def ingest_events(
             outcome.results.append({"id": raw_id, "status": "rejected", "reason": exc.reason, "path": exc.path})
             outcome.counts["rejected"] += 1
 
+    # Redacted before the duplicate check: ids are stored redacted, so a re-sent event whose id
+    # held a secret is recognised by its redacted id.
+    valid = events_redact(project=project, events=valid)
     seen = _known_ids(project, valid)
-    keys = redact_keys(project, valid)
     accepted: list[dict[str, Any]] = []
     results = iter(r for r in outcome.results if r["status"] == "accepted")
     for event in valid:
@@ -90,7 +92,7 @@ def ingest_events(
             outcome.counts["duplicate"] += 1
             continue
         seen.add(key)
-        accepted.append(event_redact(event, keys))
+        accepted.append(event)
         outcome.counts["accepted"] += 1
 
     if accepted:

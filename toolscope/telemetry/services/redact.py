@@ -1,17 +1,53 @@
-"""Redaction of accepted events before they are stored: secret-looking text is cut out, and the
-arguments a tool's `redact` setting names are blanked (docs/events.md)."""
+"""Redaction of accepted events before anything is stored (docs/events.md).
+
+Every field of every event goes through the engine's rules (toolscope_agent.engine.redaction):
+free text loses its secrets; ids, tool names and JSON object keys keep a keyed hash where a
+secret was, so two events whose ids differ only in a secret stay two events, and a re-sent event
+redacts to the same id (ingest compares redacted ids to recognise it); session metadata and
+arguments lose the values of keys named like secrets, and of the keys a tool's `redact` setting
+names; tool definitions lose secret literals but keep their schema's shape.
+"""
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
-from toolscope_agent.engine.redaction import redact_arguments, redact_value
+from django.conf import settings
+from toolscope_agent.engine.redaction import (
+    redact_arguments,
+    redact_identifier,
+    redact_tool,
+    redact_value,
+)
 
 from toolscope.policies.models import Tool
 from toolscope.telemetry.models import Project
 
+# Short fields stored in 200-character columns: secrets in them become hashes, and an id the
+# hashes would make too long becomes one hash.
+IDENTIFIER_FIELDS = frozenset({"id", "session_id", "call_id", "tool_name", "agent_name", "model"})
+MAX_IDENTIFIER_LENGTH = 200
 
-def redact_keys(project: Project, events: list[dict[str, Any]]) -> dict[str, set[str]]:
+
+def hash_key() -> bytes:
+    """The key of the hashes that stand for secrets in ids: derived from SECRET_KEY, so a hash in
+    the database cannot be checked against guessed secrets without it. Rotating SECRET_KEY
+    changes the hashes: an event re-sent after a rotation is stored again."""
+    return hashlib.sha256(b"toolscope-redaction:" + settings.SECRET_KEY.encode()).digest()
+
+
+def identifier_redact(value: str, *, key: bytes | None = None) -> str:
+    return redact_identifier(value, hash_key=key or hash_key(), max_length=MAX_IDENTIFIER_LENGTH)
+
+
+def tool_definition_redact(definition: dict[str, Any], *, key: bytes | None = None) -> dict[str, Any]:
+    """A definition in toolscope's shape with secret literals cut out; its schema otherwise intact."""
+    return redact_tool(definition, hash_key=key or hash_key(), max_length=MAX_IDENTIFIER_LENGTH)
+
+
+def _redact_keys(project: Project, events: list[dict[str, Any]]) -> dict[str, set[str]]:
+    """The `redact` setting of each tool the (already redacted) tool_call events name."""
     names = {event["tool_name"] for event in events if event["type"] == "tool_call"}
     if not names:
         return {}
@@ -19,13 +55,29 @@ def redact_keys(project: Project, events: list[dict[str, Any]]) -> dict[str, set
     return {name: set(keys) for name, keys in rows if keys}
 
 
-def event_redact(event: dict[str, Any], keys: dict[str, set[str]]) -> dict[str, Any]:
-    """The event with secret-looking text cut out of every string, and the tool's redacted
-    argument keys blanked. Tool definitions (catalog, turn tools) are the agent's own code and
-    are kept as sent."""
-    redacted = {
-        name: value if name == "tools" else redact_value(value) for name, value in event.items()
-    }
+def _field_redact(name: str, value: Any, key: bytes) -> Any:
+    if name in IDENTIFIER_FIELDS and isinstance(value, str):
+        return identifier_redact(value, key=key)
+    if name == "tools" and isinstance(value, list):
+        return [tool_definition_redact(tool, key=key) for tool in value]
+    return redact_value(value, hash_key=key)
+
+
+def event_redact(event: dict[str, Any], keys: dict[str, set[str]], *, key: bytes | None = None) -> dict[str, Any]:
+    """The event with secrets cut out of every field, and the tool's `redact` argument keys
+    blanked (`keys` by redacted tool name)."""
+    key = key or hash_key()
+    redacted = {name: _field_redact(name, value, key) for name, value in event.items() if name != "arguments"}
     if "arguments" in event:
-        redacted["arguments"] = redact_arguments(event["arguments"], keys.get(event["tool_name"], ()))
+        tool_keys = keys.get(redacted.get("tool_name", ""), ())
+        redacted["arguments"] = redact_arguments(event["arguments"], tool_keys, hash_key=key)
     return redacted
+
+
+def events_redact(*, project: Project, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Validated events as they may be stored: one query for the project's `redact` settings."""
+    key = hash_key()
+    names = [{"type": e["type"], "tool_name": identifier_redact(e["tool_name"], key=key)}
+             for e in events if e["type"] == "tool_call"]
+    keys = _redact_keys(project, names)
+    return [event_redact(event, keys, key=key) for event in events]

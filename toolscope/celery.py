@@ -1,4 +1,14 @@
-"""The Celery application. Configuration comes from Django settings prefixed CELERY_."""
+"""The Celery application. Configuration comes from Django settings prefixed CELERY_.
+
+Surviving the broker: a worker or beat that loses Redis retries forever
+(CELERY_BROKER_CONNECTION_MAX_RETRIES = None) and resumes by itself; a batch accepted meanwhile
+waits in PostgreSQL for the sweeper. celery is pinned to 5.6.3 (requirements.txt): a 5.7.0
+worker exits on a Redis disconnect while it holds unacknowledged messages. 5.7.0 collects the
+broken connection, then also closes it; that close restores the consumer channel's unacknowledged
+messages through a new Redis pool built from the transport that collecting already detached, and
+the AttributeError it raises ('NoneType' object has no attribute 'hostname') is unrecoverable.
+tests/e2e/test_broker_outage.py stops Redis for 30 s under a running worker and fails on it.
+"""
 
 import os
 from typing import Any

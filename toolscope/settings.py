@@ -85,6 +85,14 @@ WORKER_SYNCHRONOUS_COMMIT = env_bool("WORKER_SYNCHRONOUS_COMMIT", False)
 CELERY_TASK_SOFT_TIME_LIMIT = env_int("CELERY_TASK_SOFT_TIME_LIMIT", 120, minimum=1)
 CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", 150, minimum=1)
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# Workers and beat retry a lost broker without limit. Celery's default gives up after 100 attempts
+# (about 45 minutes: kombu waits 2 s more before each attempt, up to 30 s); only the limit goes.
+CELERY_BROKER_CONNECTION_MAX_RETRIES = None
+# Celery's default, stated: a task running when the broker connection drops runs to its end. Its
+# message goes back to the queue meanwhile (late acknowledgement); the second delivery waits for
+# the batch row's lock and finds it done (telemetry/services/processing.py), so nothing is stored
+# twice, where cancelling would throw the finished work away.
+CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
 # Publishing happens after the batch is committed; with the broker down, give up fast and leave
 # the batch pending for the sweeper rather than hold the request.
 CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 1, "interval_start": 0, "interval_step": 0.2}
@@ -95,6 +103,11 @@ CELERY_TIMEZONE = "UTC"
 INGEST_QUEUE = env_str("INGEST_QUEUE", "celery")
 CELERY_TASK_DEFAULT_QUEUE = INGEST_QUEUE
 _HEARTBEAT_SECONDS = env_int("WORKER_HEARTBEAT_SECONDS", 30, minimum=1)
+# /readyz answers 503 once the last heartbeat is older than this (workers or beat down, or cut off
+# from the broker). Three periods ride out one late or expired heartbeat; a web process younger
+# than this with no heartbeat at all is starting, not failing (toolscope/health.py).
+WORKER_HEARTBEAT_STALE_SECONDS = env_int("WORKER_HEARTBEAT_STALE_SECONDS", 3 * _HEARTBEAT_SECONDS,
+                                         minimum=_HEARTBEAT_SECONDS + 1)
 # A batch still pending this long lost its broker message; one processing this long lost its
 # worker. Processing takes well under a second, so these only have to beat CELERY_TASK_TIME_LIMIT.
 BATCH_SWEEP_PENDING_SECONDS = env_int("BATCH_SWEEP_PENDING_SECONDS", 60, minimum=1)

@@ -50,8 +50,8 @@ class Process:
 
 
 class Stack:
-    def __init__(self, log_dir: Path, queue: str) -> None:
-        self.log_dir = log_dir
+    def __init__(self, log_dir: Path, queue: str, worker_concurrency: int = 1) -> None:
+        self.log_dir, self.worker_concurrency = log_dir, worker_concurrency
         self.redis_port, self.web_port = free_port(), free_port()
         db = connection.settings_dict
         broker = f"redis://127.0.0.1:{self.redis_port}/0"
@@ -78,7 +78,8 @@ class Stack:
         return Process(name, args, self.env, self.log_dir)
 
     def _worker(self) -> Process:
-        return self._process("worker", ["celery", "-A", "toolscope", "worker", "--concurrency", "1",
+        return self._process("worker", ["celery", "-A", "toolscope", "worker",
+                                        "--concurrency", str(self.worker_concurrency),
                                         "--without-gossip", "--without-mingle", "--loglevel", "INFO"])
 
     def start(self) -> Stack:

@@ -83,3 +83,23 @@ def event_stored(event: dict[str, Any], project_id: int) -> bool:
         return ToolCall.objects.filter(project_id=project_id, client_id=event["id"]).exists()
     names = {tool["name"] for tool in event["tools"]}
     return Tool.objects.filter(project_id=project_id, name__in=names).count() == len(names)
+
+
+def assert_accepted_are_stored(response: Any, project: Any, *, process: Any) -> None:
+    """The property both ingest property tests state: `process(batch_id)` has the batch processed
+    (in-process or by a real worker); then every event the response accepted has its rows, the
+    batch is done and nothing was quarantined."""
+    from toolscope.telemetry.models import BatchStatus, IngestBatch, QuarantinedEvent
+
+    assert response.status_code in (202, 400), response.content[:500]
+    body = response.json()
+    if body.get("batch_id") is None:  # all rejected (400) or re-sends of earlier examples' events
+        assert body.get("accepted", 0) == 0
+        return
+    process(body["batch_id"])
+    stored = IngestBatch.objects.get(pk=body["batch_id"])
+    assert stored.status == BatchStatus.DONE
+    assert list(QuarantinedEvent.objects.filter(project=project).values_list("reason", flat=True)) == []
+    accepted = stored.payload["events"]  # as accepted: validated, redacted
+    assert len(accepted) == body["accepted"]
+    assert [event for event in accepted if not event_stored(event, project.pk)] == []

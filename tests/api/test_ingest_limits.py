@@ -73,7 +73,8 @@ def test_the_edges_of_every_range_are_accepted_and_stored(api):
         session_event(timestamp="1970-01-01T00:00:00Z", metadata=deep(63)),
         turn_event(index=2**31 - 1, usage={"input_tokens": 2**31 - 1, "output_tokens": 0, "cached_tokens": 2**31 - 1},
                    latency_ms=2**31 - 1, system_prompt_chars=2**31 - 1, timestamp="2999-12-31T23:59:59Z"),
-        call_event(turn_index=2**31 - 1, retries=32767, duration_ms=2**31 - 1, arguments={"n": 2**64 - 1, "m": -(2**63)}),
+        call_event(turn_index=2**31 - 1, retries=32767, duration_ms=2**31 - 1,
+                   arguments={"n": 2**64 - 1, "m": -(2**63)}),
     ]
     response = api.post_json(URL, {"events": events})
     assert response.json()["accepted"] == 3, response.json()

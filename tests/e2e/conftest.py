@@ -73,6 +73,15 @@ def ingest_queue(settings) -> str:
 
 
 @pytest.fixture
+def stack(transactional_db, tmp_path):
+    """A whole stack as local processes (tests/e2e/stack.py), one worker process."""
+    from tests.e2e.stack import running_stack  # stack.py imports this module
+
+    with running_stack(tmp_path) as running:
+        yield running
+
+
+@pytest.fixture
 def worker(ingest_queue, transactional_db, tmp_path) -> Iterator[WorkerProcess]:
     process = WorkerProcess(ingest_queue, tmp_path / "worker.log").start()
     try:

@@ -8,6 +8,9 @@ import signal
 import socket
 import subprocess
 import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -125,3 +128,16 @@ def _port_open(port: int) -> bool:
 
 def settle(seconds: float) -> None:
     time.sleep(seconds)
+
+
+@contextmanager
+def running_stack(log_dir: Path, *, worker_concurrency: int = 1) -> Iterator[Stack]:
+    """A started Stack on a queue of its own; its logs are printed if starting or the test fails."""
+    stack = Stack(log_dir, queue=f"e2e-{uuid.uuid4().hex[:10]}", worker_concurrency=worker_concurrency)
+    try:
+        yield stack.start()
+    except Exception:
+        print(stack.describe())  # noqa: T201 - shown by pytest only when the test fails
+        raise
+    finally:
+        stack.stop()

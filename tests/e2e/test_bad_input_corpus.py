@@ -14,7 +14,6 @@ import httpx
 import pytest
 
 from tests.e2e.conftest import wait_for
-from tests.e2e.stack import Stack
 from tests.factories import make_key, make_project
 from tests.ingest_strategies import deep
 from toolscope.telemetry.models import BatchStatus, IngestBatch, QuarantinedEvent, ToolCall, Turn
@@ -84,18 +83,6 @@ def good_events(batch: int) -> list[dict[str, Any]]:
            "arguments": {"cmd\x00": "ls", "n": 2**64 - 1}, "output": f"out {n}\x00", "retries": 32767,
            "timestamp": T} for n in range(4)),
     ]
-
-
-@pytest.fixture
-def stack(transactional_db, tmp_path):
-    running = Stack(tmp_path, queue=f"e2e-{uuid.uuid4().hex[:10]}")
-    try:
-        yield running.start()
-    except Exception:
-        print(running.describe())  # noqa: T201 - shown by pytest only when the test fails
-        raise
-    finally:
-        running.stop()
 
 
 def send(client: httpx.Client, body: bytes, **headers: str) -> httpx.Response:

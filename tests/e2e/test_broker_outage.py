@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import threading
 import time
-import uuid
 from dataclasses import dataclass, field
 
 import httpx
@@ -19,7 +18,7 @@ import pytest
 from django.db.models import Count
 
 from tests.e2e.conftest import wait_for
-from tests.e2e.stack import Stack
+from tests.e2e.stack import Stack, running_stack
 from tests.e2e.test_nothing_lost import all_done, post, tool_calls
 from tests.factories import make_key, make_project
 from toolscope.policies.models import Tool
@@ -34,14 +33,8 @@ OUTAGE_SECONDS = 30
 def stack(transactional_db, tmp_path):
     # Two pool processes, as compose runs: with one busy the consumer still waits on Redis
     # (BRPOP) while holding an unacknowledged message, the state the crash needed.
-    running = Stack(tmp_path, queue=f"e2e-{uuid.uuid4().hex[:10]}", worker_concurrency=2)
-    try:
-        yield running.start()
-    except Exception:
-        print(running.describe())  # noqa: T201 - shown by pytest only when the test fails
-        raise
-    finally:
-        running.stop()
+    with running_stack(tmp_path, worker_concurrency=2) as running:
+        yield running
 
 
 def alive(stack: Stack) -> dict[str, bool]:

@@ -4,7 +4,6 @@ delays processing and never drops or doubles an event."""
 from __future__ import annotations
 
 import signal
-import uuid
 
 import httpx
 import psycopg
@@ -17,18 +16,6 @@ from toolscope.policies.models import Tool
 from toolscope.telemetry.models import BatchStatus, IngestBatch, ToolCall
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture
-def stack(transactional_db, tmp_path):
-    running = Stack(tmp_path, queue=f"e2e-{uuid.uuid4().hex[:10]}")
-    try:
-        yield running.start()
-    except Exception:
-        print(running.describe())  # noqa: T201 - shown by pytest only when the test fails
-        raise
-    finally:
-        running.stop()
 
 
 def tool_calls(session: str, count: int) -> list[dict]:

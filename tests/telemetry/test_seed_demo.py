@@ -12,10 +12,18 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.db import connection
 from django.db.models import Count
+from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
+from toolscope_agent.engine.search import search_tools
 
-from toolscope.policies.models import CompactionRule, Tool, ToolVersion
+from toolscope.policies.models import PolicyAuditEntry, PolicyVersion, Tool, ToolVersion
+from toolscope.policies.services.diff import document_diff
+from toolscope.policies.services.documents import policy_document_build
+from toolscope.policies.services.publish import policy_etag
+from toolscope.telemetry.demo.catalog import CATALOG
+from toolscope.telemetry.demo.generator import CONTEXT_WINDOW, sessions_generate
+from toolscope.telemetry.demo.repo import LEGACY_PATH
 from toolscope.telemetry.models import Membership, Project, Role, Session, ToolCall, Turn
 from toolscope.telemetry.services.api_keys import api_key_verify
 
@@ -75,18 +83,79 @@ def test_the_catalog_has_about_forty_tools_with_canonical_hashes_and_versions(se
     assert sorted(versions.values_list("schema_hash", flat=True)) == sorted(t.schema_hash for t in tools)
 
 
-def test_the_draft_policy_has_groups_rules_and_a_bash_compaction_rule(seeded):
-    policy = Project.objects.get(slug="demo").policy
-    assert {"git", "testing", "web", "github"} <= set(policy.groups.values_list("name", flat=True))
-    assert policy.context_rules.count() >= 3
-    assert all(rule.groups.exists() for rule in policy.context_rules.all())
-    rule = CompactionRule.objects.get(policy=policy)
-    assert (rule.tools, rule.max_tokens, rule.strategy) == ("bash*", 2000, "head_tail")
+def _served(output: str, label: str) -> dict:
+    """The policy an agent with the printed key gets for `label`, over the API."""
+    (secret,) = KEY_PATTERN.findall(output)
+    response = Client().get("/api/v1/policy", {"label": label}, HTTP_AUTHORIZATION=f"Bearer {secret}")
+    assert response.status_code == 200, response.content
+    return response.json()
+
+
+def test_production_serves_v1_with_context_rules_a_tool_search_tool_and_compaction(seeded):
+    document = _served(seeded, "production")
+    selection, outputs = document["selection"], document["outputs"]
+    assert (document["version"], selection["mode"]) == (1, "context_rules")
+    assert "tool_search" in selection["always_on"]
+    assert {"git", "testing", "web", "github"} <= set(selection["groups"])
+    assert len(selection["context_rules"]) >= 3 and all(rule["groups"] for rule in selection["context_rules"])
+    assert {rule["tools"] for rule in outputs["compaction"]} == {"bash*", "run_tests*", "read_file"}
+    assert outputs["duplicates"] == {"suppress": True}
+
+
+def test_staging_serves_a_tighter_v2_while_production_stays_on_v1(seeded):
+    production, staging = _served(seeded, "production"), _served(seeded, "staging")
+    assert (staging["version"], staging["selection"]["mode"]) == (2, "tool_search")
+    assert "tool_search" in staging["selection"]["always_on"]
+    assert set(staging["selection"]["always_on"]) < set(production["selection"]["always_on"])
+    limits = {rule["tools"]: rule["max_tokens"] for rule in production["outputs"]["compaction"]}
+    assert all(rule["max_tokens"] < limits[rule["tools"]] for rule in staging["outputs"]["compaction"])
+
+
+def test_the_draft_differs_from_both_published_versions(seeded):
+    project = Project.objects.get(slug="demo")
+    draft = policy_document_build(policy=project.policy)
+    for number in (1, 2):
+        published = PolicyVersion.objects.get(project=project, number=number).document
+        assert document_diff(old=published, new=draft)
+
+
+def test_versions_come_from_the_publish_service_with_the_audit_trail_an_operator_would_leave(seeded):
+    project = Project.objects.get(slug="demo")
+    versions = PolicyVersion.objects.filter(project=project).order_by("number")
+    assert [version.etag for version in versions] == [
+        policy_etag(number=version.number, document=version.document) for version in versions
+    ]
+    assert all(version.published_by.username == "admin" and version.comment for version in versions)
+    actions = list(PolicyAuditEntry.objects.filter(project=project).order_by("id").values_list("action", flat=True))
+    assert actions == ["draft_changed", "published", "label_moved"] * 2 + ["draft_changed"]
+
+
+def test_recorded_outputs_are_compacted_under_the_production_policy(seeded):
+    calls = ToolCall.objects.filter(project__slug="demo", artifact__isnull=False)
+    assert {"bash", "run_tests"} <= set(calls.values_list("tool_name", flat=True))
+    for tokens_after, tool_name in calls.values_list("artifact__tokens_after", "tool_name"):
+        assert tokens_after <= {"bash": 2000, "run_tests": 1500, "read_file": 4000}[tool_name]
+
+
+def test_a_few_long_sessions_come_near_the_context_window(seeded):
+    sessions = Session.objects.filter(project__slug="demo")
+    near = sessions.filter(near_window=True)
+    window = Project.objects.get(slug="demo").context_window
+    assert 1 <= near.count() <= 0.06 * SESSIONS
+    for session in near:
+        assert 0.8 < session.max_window_share < 1
+        turns = Turn.objects.filter(session=session)
+        assert turns.count() > 15
+        # The estimate crosses the line too, not only the provider's count.
+        assert turns.filter(estimated_input_tokens__gt=0.8 * window, near_window=True).exists()
+    assert not sessions.filter(near_window=False, max_window_share__gt=0.8).exists()
 
 
 def test_sessions_have_three_to_fifteen_turns_with_a_task_on_the_first(seeded):
     assert Session.objects.filter(project__slug="demo").count() == SESSIONS
-    sizes = Turn.objects.filter(project__slug="demo").values("session").annotate(n=Count("id"))
+    sizes = (Turn.objects.filter(project__slug="demo").exclude(session__metadata__task_kind="legacy")
+             .values("session").annotate(n=Count("id")))
+    assert len(sizes) == SESSIONS - 1  # one long session in forty
     assert all(3 <= row["n"] <= 15 for row in sizes)
     turns = Turn.objects.filter(project__slug="demo")
     assert not turns.filter(index=0, task_message="").exists()
@@ -227,6 +296,30 @@ def test_the_number_of_queries_grows_with_chunks_and_days_not_with_rows(db):
     days = len({h.date() for h in Turn.objects.values_list("started_at", flat=True)} |
                {h.date() for h in Session.objects.values_list("started_at", flat=True)})
     assert calls > 300
-    # A fixed cost for the project, catalog, policy and one chunk of processing, plus the
+    # A fixed cost for the project, the catalog, the policy history (three draft edits and two
+    # publishes through the services, about 110 queries) and one chunk of processing, plus the
     # rollup's per-day queries: never one per session, turn or call.
-    assert len(queries) <= 120 + 16 * days < calls
+    assert len(queries) <= 240 + 16 * days < calls
+
+
+def test_three_percent_of_sessions_are_long_and_end_between_80_and_100_percent_of_the_window():
+    records = sessions_generate(count=300, seed=42, anchor=datetime.fromisoformat(ANCHOR))
+    long = [r for r in records if r.metadata["task_kind"] == "legacy"]
+    assert len(long) == 9
+    for record in long:
+        assert 0.8 * CONTEXT_WINDOW < record.turns[-1].input_tokens < CONTEXT_WINDOW
+        pages = [c for t in record.turns for c in t.calls if c.arguments.get("path") == LEGACY_PATH]
+        assert len({c.arguments["offset"] for c in pages}) == len(pages)  # each page read once: no duplicates
+    others = [r for r in records if r.metadata["task_kind"] != "legacy"]
+    assert max(r.turns[-1].input_tokens for r in others) < 0.4 * CONTEXT_WINDOW
+
+
+def test_the_tool_search_tool_answers_from_the_catalog_as_the_sdk_would():
+    records = sessions_generate(count=300, seed=42, anchor=datetime.fromisoformat(ANCHOR))
+    searches = [c for r in records for t in r.turns for c in t.calls if c.tool_name == "tool_search"]
+    catalog = [{"name": t.name, "description": t.description, "input_schema": t.input_schema} for t in CATALOG]
+    assert searches
+    for call in searches:
+        if call.status == "ok":
+            hits = search_tools(catalog, call.arguments["query"], top_k=8)
+            assert call.output == "\n".join(hit.summary for hit in hits)

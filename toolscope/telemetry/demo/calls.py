@@ -11,8 +11,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from toolscope_agent.engine.search import search_tools
+
 from toolscope.telemetry.demo import repo, shell
-from toolscope.telemetry.demo.tasks import SessionState
+from toolscope.telemetry.demo.catalog import CATALOG
+from toolscope.telemetry.demo.tasks import LEGACY_KIND, SessionState
 
 
 @dataclass
@@ -43,8 +46,21 @@ def _path_to_read(state: SessionState) -> str:
     return rng.choice([task.focus, task.focus, task.test, *neighbours, *config])
 
 
+LEGACY_PAGE = 200  # lines per read: a page stays under production's read_file compaction limit
+
+
+def _legacy_page(state: SessionState) -> CallResult:
+    start = state.legacy_line
+    state.legacy_line += LEGACY_PAGE
+    text = repo.numbered(repo.legacy_text(), offset=start, limit=LEGACY_PAGE)
+    arguments = {"path": repo.LEGACY_PATH, "offset": start, "limit": LEGACY_PAGE}
+    return CallResult(arguments, text, duration_ms=_ms(state.rng, 2, 20))
+
+
 def read_file(state: SessionState) -> CallResult:
     rng = state.rng
+    if state.task.kind == LEGACY_KIND and state.legacy_line < repo.legacy_lines() and rng.random() < 0.85:
+        return _legacy_page(state)
     if rng.random() < 0.04:
         path = state.task.focus.replace("shopfront/", "shopfront/core/")
         message = f"File does not exist: {path}. Current working directory: {repo.ROOT}"
@@ -211,6 +227,7 @@ _BASH_BY_KIND: dict[str, tuple[str, ...]] = {
     "upgrade": ("pip install -U 'django>=5.1,<5.2'", "pytest -q -W error::DeprecationWarning",
                 "pip list --outdated"),
     "build": ("pip install -e '.[dev]'", "docker compose build web", "ruff check .", "mypy src", "pytest -v"),
+    LEGACY_KIND: ("pytest {test} -q", "pytest -q", "ruff check .", "git log --oneline -5"),
 }
 _BASH_PURPOSE = {"pytest": "Run the tests", "pip": "Install dependencies", "docker": "Build the web image",
                  "ruff": "Lint the project", "mypy": "Type-check the sources", "git": "Show recent commits",
@@ -274,9 +291,34 @@ def bash(state: SessionState) -> CallResult:
     return CallResult(arguments, output, duration_ms=duration)
 
 
+# What the model asks its tool_search tool for, by task kind: the capabilities each task reaches for.
+_SEARCH_QUERIES: dict[str, tuple[str, ...]] = {
+    "fix_test": ("test coverage of a file", "read the output of a background shell"),
+    "feature": ("create a database migration", "open a pull request"),
+    "refactor": ("who changed this line", "edit several places of one file"),
+    "database": ("slow SQL query plan", "list database tables", "describe table columns"),
+    "github": ("open a pull request", "comment on a pull request", "list issues"),
+    "ticket": ("linear issue details", "update a ticket state"),
+    "upgrade": ("fetch a changelog page", "search the web for a deprecation"),
+    "build": ("run the linters", "stop a background shell"),
+    LEGACY_KIND: ("test coverage of a file", "who changed this line"),
+}
+_SEARCH_CATALOG = tuple({"name": t.name, "description": t.description, "input_schema": t.input_schema,
+                         "source": t.source} for t in CATALOG)
+
+
+def tool_search(state: SessionState) -> CallResult:
+    """Answered as the SDK answers it: the engine's ranking over the catalog, a line per tool."""
+    query = state.rng.choice(_SEARCH_QUERIES[state.task.kind])
+    hits = search_tools(_SEARCH_CATALOG, query, top_k=8)
+    output = "\n".join(hit.summary for hit in hits) or "No tool matches."
+    return CallResult({"query": query}, output, duration_ms=_ms(state.rng, 1, 8))
+
+
 LOCAL_BUILDERS: dict[str, Builder] = {
     "read_file": read_file, "edit_file": edit_file, "multi_edit": multi_edit, "write_file": write_file,
     "list_dir": list_dir, "glob": glob, "grep": grep, "git_status": git_status, "git_diff": git_diff,
     "git_log": git_log, "git_commit": git_commit, "git_branch": git_branch, "git_checkout": git_checkout,
     "git_push": git_push, "run_tests": run_tests, "lint": lint, "bash_output": bash_output, "bash": bash,
+    "tool_search": tool_search,
 }

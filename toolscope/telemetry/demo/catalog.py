@@ -285,12 +285,23 @@ LINEAR_TOOLS = (
              source=LINEAR, scope="write"),
 )
 
+# The agent's own search tool (docs/policy.md): it answers from the catalog with toolscope's engine,
+# and what it finds is sent from the next turn on. The published policies keep it always on.
+SEARCH_TOOLS = (
+    DemoTool("tool_search", "Finds tools that are not loaded yet. Describe the capability you need "
+             "(e.g. 'open a pull request', 'slow SQL query plan'); the best matches are listed with their "
+             "parameters and can be called from the next turn on.",
+             _obj({"query": _str("What the tool should do, in a few words.", minLength=2),
+                   "top_k": _int("How many tools to list.", minimum=1, maximum=20)}, ("query",))),
+)
+
 CATALOG: tuple[DemoTool, ...] = (
     FILE_TOOLS + GIT_TOOLS + SHELL_TOOLS + TEST_TOOLS + WEB_TOOLS + DATABASE_TOOLS + GITHUB_TOOLS + LINEAR_TOOLS
+    + SEARCH_TOOLS
 )
 TOOLS_BY_NAME: dict[str, DemoTool] = {tool.name: tool for tool in CATALOG}
 
-# The draft policy's groups and the rules that select them from the task message.
+# The policy's groups and the rules that select them from the task message (policy.py publishes them).
 GROUPS: dict[str, tuple[str, ...]] = {
     "git": tuple(t.name for t in GIT_TOOLS),
     "testing": ("run_tests", "coverage_report", "lint"),
@@ -299,7 +310,6 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "github": tuple(t.name for t in GITHUB_TOOLS),
     "linear": tuple(t.name for t in LINEAR_TOOLS),
 }
-ALWAYS_ON = ("read_file", "edit_file", "write_file", "list_dir", "glob", "grep", "bash")
 CONTEXT_RULES: tuple[tuple[str, tuple[str, ...], str, tuple[str, ...]], ...] = (
     # (name, keywords, regex, groups)
     ("tests", ("test", "tests", "failing", "flaky", "pytest", "coverage"), "", ("testing",)),
@@ -309,4 +319,3 @@ CONTEXT_RULES: tuple[tuple[str, tuple[str, ...], str, tuple[str, ...]], ...] = (
     ("database", ("sql", "query", "migration", "index", "table", "slow"), "", ("database",)),
     ("research", ("docs", "documentation", "upgrade", "deprecation", "changelog"), "", ("web",)),
 )
-COMPACTION = ("bash*", 2000, "head_tail")

@@ -3,6 +3,10 @@
 Tool use follows the shape seen in real coding agents: a few tools (read_file, bash, grep,
 edit_file) take most calls, every tool of the catalog is advertised on every turn, and a tail of
 tools is never called at all.
+
+Most sessions last 3 to 15 turns and use a tenth of the context window. A few percent are long:
+the agent pages through a module too big to read at once until its context is 82-98% full,
+which is what the near-window flags and the budget chart's window line are for.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from toolscope.telemetry.demo.calls import LOCAL_BUILDERS, Builder, CallResult
 from toolscope.telemetry.demo.calls_mcp import MCP_BUILDERS
 from toolscope.telemetry.demo.calls_remote import REMOTE_BUILDERS
 from toolscope.telemetry.demo.catalog import CATALOG, TOOLS_BY_NAME
-from toolscope.telemetry.demo.tasks import KINDS, SessionState, task_pick
+from toolscope.telemetry.demo.tasks import KINDS, LEGACY_KIND, SessionState, legacy_task, task_pick
 
 BUILDERS: dict[str, Builder] = {**LOCAL_BUILDERS, **REMOTE_BUILDERS, **MCP_BUILDERS}
 # Every tool without a builder is advertised and never called: the waste the dashboard shows first.
@@ -28,19 +32,21 @@ NEVER_CALLED: tuple[str, ...] = tuple(t.name for t in CATALOG if t.name not in B
 _BASE_WEIGHTS: dict[str, float] = {
     "read_file": 30, "bash": 18, "grep": 14, "edit_file": 13, "glob": 5, "list_dir": 4, "run_tests": 3,
     "git_status": 3, "git_diff": 2.5, "write_file": 1.5, "multi_edit": 1.2, "git_log": 1, "lint": 0.6,
-    "web_search": 0.5, "git_checkout": 0.4, "git_branch": 0.3, "bash_output": 0.3,
+    "web_search": 0.5, "git_checkout": 0.4, "git_branch": 0.3, "bash_output": 0.3, "tool_search": 0.4,
 }
 _KIND_WEIGHTS: dict[str, dict[str, float]] = {
     "fix_test": {"run_tests": 6, "bash": 4},
     "feature": {"write_file": 2, "run_tests": 3, "git_commit": 1},
     "refactor": {"grep": 8, "multi_edit": 3, "run_tests": 2},
-    "database": {"sql_query": 9, "describe_table": 4, "list_tables": 2, "explain_query": 3},
+    "database": {"tool_search": 1, "sql_query": 9, "describe_table": 4, "list_tables": 2, "explain_query": 3},
     "github": {"github_list_pull_requests": 5, "github_get_pull_request": 6, "github_get_file_contents": 3,
                "github_list_issues": 2, "github_create_pull_request": 1.5, "github_add_comment": 1,
                "github_create_issue": 0.8, "git_push": 1.2, "git_commit": 1.5},
-    "ticket": {"linear_get_issue": 4, "linear_search_issues": 3, "linear_create_issue": 1.5, "run_tests": 2},
+    "ticket": {"tool_search": 1, "linear_get_issue": 4, "linear_search_issues": 3, "linear_create_issue": 1.5,
+               "run_tests": 2},
     "upgrade": {"web_search": 5, "web_fetch": 4, "bash": 5},
     "build": {"bash": 14, "lint": 2, "web_search": 1.5},
+    LEGACY_KIND: {"read_file": 40, "edit_file": 6, "run_tests": 3},
 }
 # Late in a session agents check and record their work.
 _LATE_WEIGHTS: dict[str, float] = {"git_status": 4, "git_diff": 4, "git_commit": 2, "run_tests": 3}
@@ -53,6 +59,11 @@ _AGENTS = (  # name, share, {model: share}, task kinds, system prompt size
 _HOUR_WEIGHTS = (1, 1, 1, 1, 1, 1, 2, 4, 8, 10, 10, 9, 7, 9, 10, 10, 9, 7, 5, 4, 3, 2, 2, 1)
 CHARS_PER_TOKEN = 3.8  # a rough BPE ratio for English and code; exact counts come later from workers
 UNKNOWN_RATE, SCHEMA_ERROR_RATE, DENY_RATE = 0.015, 0.02, 0.12
+CONTEXT_WINDOW = 200_000  # the demo project's, and that of every model its agents use
+LONG_SHARE = 0.03  # of sessions, at least one: they end between these shares of the window
+LONG_TARGET = (0.82, 0.9)
+LONG_MODEL = "claude-sonnet-4-5"
+MAX_TURNS = 150
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,9 +110,10 @@ def sessions_generate(*, count: int, seed: int, anchor: datetime) -> list[Sessio
     """`count` sessions in the 14 days before `anchor`, in chronological order."""
     rng = random.Random(seed)
     starts = sorted(_session_start(rng, anchor) for _ in range(count))
+    long = set(rng.sample(range(1, count + 1), max(1, round(count * LONG_SHARE))))
     width = max(4, len(str(count)))
     # Each session draws from its own generator so that one session's length never shifts the next.
-    return [_session(random.Random(rng.getrandbits(64)), f"demo-s{n:0{width}d}", start)
+    return [_session(random.Random(rng.getrandbits(64)), f"demo-s{n:0{width}d}", start, long=n in long)
             for n, start in enumerate(starts, start=1)]
 
 
@@ -117,16 +129,33 @@ def _session_start(rng: random.Random, anchor: datetime) -> datetime:
             return start
 
 
-def _session(rng: random.Random, client_id: str, started_at: datetime) -> SessionRecord:
+def _session(rng: random.Random, client_id: str, started_at: datetime, *, long: bool = False) -> SessionRecord:
     name, _, models, kinds, prompt_chars = rng.choices(_AGENTS, [a[1] for a in _AGENTS])[0]
     model = rng.choices(list(models), list(models.values()))[0]
-    state = SessionState(rng=rng, task=task_pick(rng, kinds), started_at=started_at)
+    if long:
+        name, model, prompt_chars = "coder-cli", LONG_MODEL, _AGENTS[0][4]
+    task = legacy_task(rng) if long else task_pick(rng, kinds)
+    state = SessionState(rng=rng, task=task, started_at=started_at)
     context = _Context(state, model, prompt_chars + rng.randrange(400))
-    total = rng.randint(3, 15)
-    turns = tuple(context.turn(f"{client_id}-t{i:02d}", i, total) for i in range(total))
+    if long:
+        turns = _long_turns(context, client_id, rng.uniform(*LONG_TARGET) * CONTEXT_WINDOW)
+    else:
+        total = rng.randint(3, 15)
+        turns = tuple(context.turn(f"{client_id}-t{i:02d}", i, total) for i in range(total))
     metadata = {"demo": True, "repo": "acme/shopfront", "branch": state.task.branch,
                 "task_kind": state.task.kind, "agent_version": "1.4.2"}
     return SessionRecord(client_id, name, model, started_at, context.clock, metadata, turns)
+
+
+def _long_turns(context: _Context, client_id: str, target: float) -> tuple[TurnRecord, ...]:
+    """Turns until the next request would pass `target` input tokens; that request is the last
+    (agents stop or hand over before the window is full)."""
+    turns: list[TurnRecord] = []
+    while len(turns) < MAX_TURNS - 1 and context.next_input < target:
+        turns.append(context.turn(f"{client_id}-t{len(turns):02d}", len(turns), MAX_TURNS))
+    index = len(turns)
+    turns.append(context.turn(f"{client_id}-t{index:02d}", index, index + 1))
+    return tuple(turns)
 
 
 class _Context:
@@ -139,9 +168,14 @@ class _Context:
         self.history_tokens = _tokens(state.task.message)
         self.previous_input = 0
 
+    @property
+    def next_input(self) -> int:
+        """The input tokens of the next request: everything so far is in its history."""
+        return self.fixed_tokens + self.history_tokens
+
     def turn(self, client_id: str, index: int, total: int) -> TurnRecord:
         rng = self.state.rng
-        input_tokens = self.fixed_tokens + self.history_tokens
+        input_tokens = self.next_input
         cached = self._cached(input_tokens)
         started = self.clock
         results = self._calls(index, total)

@@ -124,6 +124,43 @@ def file_text(path: str, version: int = 0) -> str:
     return text
 
 
+# The legacy module long sessions port: too big to read at once, so agents page through it.
+LEGACY_PATH = "src/shopfront/legacy/pricing.py"
+LEGACY_RULES = 1100
+_RULE = '''def price_rule_{n:04d}_{segment}_{family}(line: LineItem, *, customer: Customer, today: date) -> Decimal:
+    """{family_title} for {segment} customers, rule {n} (ticket SHOP-{ticket})."""
+    if customer.segment != "{segment}" or line.product.family != "{family}":
+        return line.unit_price
+    if not ({start} <= today.toordinal() < {end}):
+        return line.unit_price
+    price = line.unit_price * (1 - Decimal("{percent}") / 100)
+    return max(price, line.unit_price * Decimal("0.{floor}")).quantize(CENT, rounding=ROUND_HALF_UP)
+'''
+_SEGMENTS = ("retail", "wholesale", "staff", "partner", "education", "nonprofit")
+_FAMILIES = ("apparel", "footwear", "outdoor", "kitchen", "garden", "toys", "books", "audio")
+
+
+@lru_cache(maxsize=1)
+def legacy_text() -> str:
+    """The legacy pricing module: about eleven thousand lines of near-identical rules."""
+    rng = random.Random(stable_seed(LEGACY_PATH))
+    blocks = [_header(LEGACY_PATH, "Legacy pricing rules, generated in 2019. Do not edit by hand.", False)]
+    for n in range(1, LEGACY_RULES + 1):
+        family = rng.choice(_FAMILIES)
+        start = 737_000 + rng.randrange(1_500)
+        blocks.append(_RULE.format(
+            n=n, segment=rng.choice(_SEGMENTS), family=family, family_title=family.title() + " discount",
+            ticket=rng.randint(100, 1399), start=start, end=start + rng.randrange(30, 400),
+            percent=rng.choice(("5", "7.5", "10", "12.5", "15", "20", "25")), floor=rng.randint(50, 90),
+        ))
+    return "\n\n".join(blocks)
+
+
+@lru_cache(maxsize=1)
+def legacy_lines() -> int:
+    return len(legacy_text().splitlines())
+
+
 _EDIT_ANCHOR = re.compile(r"^    (return|assert) ")
 _EDIT_NOTES = ("keep the row lock until commit", "round per line, not per invoice",
                "guard against a double submit", "the carrier API answers 429 under load")

@@ -1,4 +1,4 @@
-"""The demo project, end to end: admin login, project, catalog, draft policy and sessions."""
+"""The demo project, end to end: admin login, project, catalog, published policies and sessions."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 
 from toolscope.policies.models import Tool
-from toolscope.telemetry.demo.generator import sessions_generate
-from toolscope.telemetry.demo.store import StoredCounts, catalog_store, demo_delete, policy_store, sessions_store
+from toolscope.telemetry.demo.generator import CONTEXT_WINDOW, sessions_generate
+from toolscope.telemetry.demo.policy import policy_history_store
+from toolscope.telemetry.demo.store import StoredCounts, catalog_store, demo_delete, sessions_store
 from toolscope.telemetry.models import Membership, Project, Role, Session, ToolCall, Turn
 from toolscope.telemetry.services.api_keys import CreatedKey
 from toolscope.telemetry.services.projects import project_create
@@ -59,9 +60,10 @@ def demo_seed(*, sessions: int, seed: int, anchor: datetime, reset: bool = False
         return DemoSeedResult(created=False, admin_password=password, key=None, counts=_counts(existing))
     if existing is not None:
         demo_delete(project=existing)
-    created = project_create(slug=DEMO_SLUG, name=DEMO_NAME, owner=ADMIN_USERNAME)
+    created = project_create(slug=DEMO_SLUG, name=DEMO_NAME, owner=ADMIN_USERNAME, context_window=CONTEXT_WINDOW)
     tools = catalog_store(project=created.project)
-    policy_store(policy=created.policy, tools=tools)
+    # Published before the sessions are stored: processing accounts outputs under production.
+    policy_history_store(policy=created.policy, tools=tools, user=admin)
     records = sessions_generate(count=sessions, seed=seed, anchor=anchor)
     counts = sessions_store(project=created.project, records=records, tools=tools)
     return DemoSeedResult(created=True, admin_password=password, key=created.key, counts=counts)

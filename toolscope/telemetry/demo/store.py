@@ -6,17 +6,10 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import models
-
-from toolscope.policies.models import (
-    CompactionRule,
-    ContextRule,
-    Policy,
-    Tool,
-    ToolGroup,
-)
+from toolscope.policies.models import PolicyLabel, Tool
 from toolscope.policies.services.catalog import catalog_upsert
-from toolscope.telemetry.demo.catalog import ALWAYS_ON, CATALOG, COMPACTION, CONTEXT_RULES, GROUPS
+from toolscope.policies.services.serving import policy_served_invalidate
+from toolscope.telemetry.demo.catalog import CATALOG
 from toolscope.telemetry.demo.generator import SessionRecord, TurnRecord, advertised_tools
 from toolscope.telemetry.models import DirtyHour, Project, Session, ToolCall, Turn
 from toolscope.telemetry.services.processing import events_apply
@@ -34,12 +27,6 @@ class StoredCounts:
     tool_calls: int
 
 
-def _require_pks(objs: Sequence[models.Model]) -> None:
-    # PostgreSQL and SQLite >= 3.35 return ids from a bulk insert; the rows below depend on them.
-    if any(obj.pk is None for obj in objs):
-        raise RuntimeError("The database did not return primary keys from bulk_create.")
-
-
 def catalog_store(*, project: Project) -> dict[str, Tool]:
     """The demo catalog, registered the way an agent's catalog event would be, plus the per-tool
     settings an operator would have set."""
@@ -54,31 +41,6 @@ def catalog_store(*, project: Project) -> dict[str, Tool]:
         tool.redact = list(specs[name].redact)
     Tool.objects.bulk_update(tools.values(), ["scope", "requires_approval", "redact"])
     return tools
-
-
-def policy_store(*, policy: Policy, tools: dict[str, Tool]) -> None:
-    """A draft policy worth looking at: always-on set, groups, context rules, one compaction rule."""
-    policy.always_on.set([tools[name] for name in ALWAYS_ON])
-    groups = ToolGroup.objects.bulk_create(
-        [ToolGroup(policy=policy, name=name, description=f"{name} tools") for name in GROUPS]
-    )
-    _require_pks(groups)
-    by_name = {group.name: group for group in groups}
-    ToolGroup.tools.through.objects.bulk_create([
-        ToolGroup.tools.through(toolgroup=by_name[group], tool=tools[tool])
-        for group, names in GROUPS.items() for tool in names
-    ])
-    rules = ContextRule.objects.bulk_create([
-        ContextRule(policy=policy, position=position, name=name, keywords=list(keywords), regex=regex)
-        for position, (name, keywords, regex, _) in enumerate(CONTEXT_RULES)
-    ])
-    _require_pks(rules)
-    ContextRule.groups.through.objects.bulk_create([
-        ContextRule.groups.through(contextrule=rule, toolgroup=by_name[group])
-        for rule, (_, _, _, group_names) in zip(rules, CONTEXT_RULES, strict=True) for group in group_names
-    ])
-    tools_glob, max_tokens, strategy = COMPACTION
-    CompactionRule.objects.create(policy=policy, tools=tools_glob, max_tokens=max_tokens, strategy=strategy)
 
 
 def sessions_store(*, project: Project, records: Sequence[SessionRecord], tools: dict[str, Tool]) -> StoredCounts:
@@ -130,9 +92,13 @@ def demo_delete(*, project: Project) -> None:
     """Delete a project's telemetry, then the project.
 
     The high-volume tables go first with only their ids loaded: left to the cascade, Django would
-    load every turn and tool call (outputs included) into memory before deleting them.
+    load every turn and tool call (outputs included) into memory before deleting them. Labels
+    protect the versions they point at, so they go before the project.
     """
     ToolCall.objects.filter(project=project).delete()
     Turn.objects.filter(project=project).only("pk").delete()
     Session.objects.filter(project=project).only("pk").delete()
+    PolicyLabel.objects.filter(project=project).delete()
+    project_id = project.pk
     project.delete()
+    policy_served_invalidate(project_id=project_id)

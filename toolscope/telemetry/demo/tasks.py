@@ -32,6 +32,7 @@ class SessionState:
     versions: dict[str, int] = field(default_factory=dict)
     reads: list[str] = field(default_factory=list)
     commits: int = 0
+    legacy_line: int = 1  # where the next page of the legacy module starts (long sessions)
 
     def version(self, path: str) -> int:
         return self.versions.get(path, 0)
@@ -109,6 +110,19 @@ def task_pick(rng: random.Random, kinds: tuple[str, ...] = KINDS) -> Task:
     focus = next((p for p in repo.SOURCE_FILES if p in message and p.startswith("src/")), focus)
     branch = f"{kind.replace('_', '-')}/{values['issue'].lower()}"
     return Task(kind=kind, message=message, focus=focus, test=test, branch=branch)
+
+
+LEGACY_KIND = "legacy"
+
+
+def legacy_task(rng: random.Random) -> Task:
+    """The task of a long session: porting a module too big to read at once, page by page."""
+    issue = f"SHOP-{rng.randint(1200, 1499)}"
+    message = (f"Port the VAT and discount rules of {repo.LEGACY_PATH} (11,000 lines) into "
+               f"src/shopfront/billing/tax.py. Read the whole legacy module first, keep behaviour identical "
+               f"and every test green. Ticket {issue}.")
+    return Task(kind=LEGACY_KIND, message=message, focus="src/shopfront/billing/tax.py",
+                test="tests/billing/test_tax.py", branch=f"legacy/{issue.lower()}")
 
 
 def _source_for(test: str) -> str:

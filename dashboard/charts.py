@@ -6,10 +6,15 @@ served from our own static files (never a CDN; no figure is rendered to HTML her
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import bisect
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import plotly.graph_objects as go
+
+from dashboard.forms import NBSP
 
 FONT = "system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif"
 COLORS = {
@@ -39,6 +44,9 @@ TEMPLATE = go.layout.Template(layout={
 })
 # Below this share of the window at its peak, a session's budget chart opens zoomed on its turns.
 WINDOW_ZOOM_BELOW = 0.4
+# Histograms: at most this many bins; a log axis once the largest value is this many times the smallest.
+MAX_BINS = 40
+LOG_SPREAD = 20
 _ESCAPES = {ord("<"): "\\u003C", ord(">"): "\\u003E", ord("&"): "\\u0026"}
 
 
@@ -84,10 +92,82 @@ def tool_calls(rows: Sequence[dict[str, Any]], *, bucket: str) -> go.Figure:
     return _figure([ok, failed], title=f"Calls per {bucket}", barmode="stack", yaxis={"title": "calls"})
 
 
-def histogram(values: Sequence[float], *, title: str, x_title: str, color: str = COLORS["neutral"]) -> go.Figure:
-    trace = go.Histogram(x=list(values), nbinsx=40, marker={"color": color}, hovertemplate="%{x}: %{y}<extra></extra>")
-    return _figure([trace], title=title, height=280, hovermode="closest", bargap=0.05, margin={"t": 40},
-                   xaxis={"title": x_title}, yaxis={"title": "calls"})
+@dataclass(frozen=True)
+class Bin:
+    low: float
+    high: float
+    count: int
+
+
+def histogram_bins(values: Sequence[float]) -> tuple[list[Bin], bool]:
+    """Bins for a histogram and whether they are logarithmic.
+
+    Durations and output sizes are skewed: most calls take milliseconds, a few take a minute, and
+    equal-width bins would put nearly every call in the first one. Values spread over more than
+    LOG_SPREAD times get bins of equal ratio (values at or below zero join the first); the bin
+    count comes from the values (see _bin_count).
+    """
+    data = sorted(value for value in values if value is not None)
+    if not data:
+        return [], False
+    positive = [value for value in data if value > 0]
+    log = len(positive) > 1 and positive[-1] / positive[0] > LOG_SPREAD
+    low, high = (positive[0], positive[-1]) if log else (data[0], data[-1])
+    if high == low:
+        return [Bin(low, high, len(data))], False
+    count = _bin_count([math.log10(max(value, low)) for value in data] if log else data)
+    if log:
+        ratio = (high / low) ** (1 / count)
+        edges = [low * ratio**i for i in range(count)] + [high]
+    else:
+        edges = [low + (high - low) * i / count for i in range(count)] + [high]
+    counts = [0] * count
+    for value in data:
+        counts[min(max(bisect.bisect_right(edges, value) - 1, 0), count - 1)] += 1
+    return [Bin(edges[i], edges[i + 1], counts[i]) for i in range(count)], log
+
+
+def _bin_count(scaled: Sequence[float]) -> int:
+    """The Rice rule (2·n^(1/3)), or more bins when the middle half of the values is narrow
+    (Freedman-Diaconis: width 2·IQR·n^(-1/3)), so a tight cluster beside a few outliers is
+    still spread over several bins; at most MAX_BINS. `scaled` is sorted."""
+    n = len(scaled)
+    rice = math.ceil(2 * n ** (1 / 3))
+    iqr = scaled[(3 * n) // 4] - scaled[n // 4]
+    fd = math.ceil((scaled[-1] - scaled[0]) / (2 * iqr * n ** (-1 / 3))) if iqr > 0 else rice
+    return max(1, min(MAX_BINS, max(rice, fd)))
+
+
+def _amount(value: float, unit: str) -> str:
+    if unit == "ms" and value >= 1000:
+        return f"{value / 1000:.3g}{NBSP}s"
+    return f"{value:,.3g}{NBSP}{unit}" if value < 1000 else f"{value:,.0f}{NBSP}{unit}"
+
+
+def _log_ticks(low: float, high: float, unit: str) -> dict[str, Any]:
+    """1-2-5 ticks between low and high, placed at their log10 and labelled in the unit."""
+    ticks = [m * 10**e for e in range(math.floor(math.log10(low)), math.ceil(math.log10(high)) + 1)
+             for m in (1, 2, 5) if low <= m * 10**e <= high]
+    return {"tickvals": [math.log10(t) for t in ticks], "ticktext": [_amount(t, unit) for t in ticks]}
+
+
+def histogram(values: Sequence[float], *, title: str, unit: str, color: str = COLORS["neutral"]) -> go.Figure:
+    """Calls per bin of `values` (see histogram_bins); a logarithmic axis when the bins are."""
+    bins, log = histogram_bins(values)
+    scale: Callable[[float], float] = math.log10 if log else float
+    low = [scale(b.low) for b in bins]
+    widths = [scale(b.high) - start for b, start in zip(bins, low, strict=True)]
+    bar = go.Bar(
+        x=[start + width / 2 for start, width in zip(low, widths, strict=True)], width=widths or None,
+        y=[b.count for b in bins], marker={"color": color, "line": {"width": 0.5, "color": "#fff"}},
+        customdata=[f"{_amount(b.low, unit)} to {_amount(b.high, unit)}" for b in bins],
+        hovertemplate="%{customdata}: %{y} calls<extra></extra>",
+    )
+    xaxis: dict[str, Any] = {"title": f"{unit}, logarithmic" if log else unit}
+    if log:
+        xaxis.update(_log_ticks(bins[0].low, bins[-1].high, unit))
+    return _figure([bar], title=title, height=280, hovermode="closest", bargap=0, margin={"t": 40},
+                   xaxis=xaxis, yaxis={"title": "calls"}, showlegend=False)
 
 
 def session_budget(turns: Sequence[dict[str, Any]], *, components: Sequence[tuple[str, str]],

@@ -19,6 +19,9 @@ DEFAULT_RANGE = "7d"
 HOURLY_UP_TO = timedelta(days=7)
 MAX_CUSTOM_DAYS = 366
 RANGE_KEYS = ("range", "start", "end")
+# A value and its unit are joined by a no-break space: "7 d" must never wrap between 7 and d.
+NBSP = "\N{NO-BREAK SPACE}"
+BUCKET_ADJECTIVES = {"hour": "hourly", "day": "daily"}
 
 
 @dataclass(frozen=True)
@@ -42,6 +45,11 @@ class TimeRange:
         return "hour" if self.length <= HOURLY_UP_TO else "day"
 
     @property
+    def bucket_label(self) -> str:
+        """How often charts have a point: hourly, daily."""
+        return BUCKET_ADJECTIVES[self.bucket]
+
+    @property
     def params(self) -> dict[str, str]:
         if self.key != "custom":
             return {"range": self.key}
@@ -61,9 +69,9 @@ class TimeRange:
 
     @property
     def span_label(self) -> str:
-        """The length in words: 24 h, 7 d."""
+        """The length, number and unit unbreakable: 24 h, 7 d."""
         hours = int(self.length.total_seconds() // 3600)
-        return f"{hours} h" if hours < 48 else f"{hours // 24} d"
+        return f"{hours}{NBSP}h" if hours < 48 else f"{hours // 24}{NBSP}d"
 
     @property
     def slug(self) -> str:
@@ -120,7 +128,7 @@ def time_range_parse(params: QueryDict, *, now: datetime) -> tuple[TimeRange, Ti
 TOOL_SORTS = [
     ("name", "Name"), ("calls", "Calls"), ("error_rate", "Error %"), ("p50_ms", "p50"), ("p95_ms", "p95"),
     ("mean_output_tokens", "Mean output tokens"), ("catalog_schema_tokens", "Schema tokens"),
-    ("duplicate_rate", "Duplicate %"), ("times_advertised", "Advertised"), ("times_called", "Called"),
+    ("duplicate_rate", "Duplicate %"), ("times_advertised", "Turns advertised"), ("times_called", "Turns calling"),
     ("last_used", "Last used"),
 ]
 TOOL_SHOW = [

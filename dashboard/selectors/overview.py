@@ -38,11 +38,21 @@ class Kpi:
     @property
     def change(self) -> float | None:
         """Relative change for counts, percentage points for shares; None without a base."""
-        if self.current is None or self.previous is None:
+        return self.change_points if self.kind == "share" else self.change_ratio
+
+    @property
+    def change_ratio(self) -> float | None:
+        """A count's change relative to the previous period (0.25: up a quarter); None for shares."""
+        if self.kind == "share" or self.current is None or not self.previous:
             return None
-        if self.kind == "share":
-            return (self.current - self.previous) * 100
-        return (self.current - self.previous) / self.previous if self.previous else None
+        return (self.current - self.previous) / self.previous
+
+    @property
+    def change_points(self) -> float | None:
+        """A share's change in percentage points (20% against 10%: 10.0); None for counts."""
+        if self.kind != "share" or self.current is None or self.previous is None:
+            return None
+        return (self.current - self.previous) * 100
 
     @property
     def verdict(self) -> str:

@@ -7,6 +7,8 @@ from typing import Any
 
 from django import template
 
+from dashboard.forms import NBSP
+
 register = template.Library()
 DASH = "\N{EN DASH}"
 
@@ -42,14 +44,14 @@ def pct(value: Any, digits: int = 1) -> str:
 def ms(value: Any) -> str:
     if value is None:
         return DASH
-    return f"{value / 1000:.2f} s" if value >= 1000 else f"{value:.1f} ms"
+    return f"{value / 1000:.2f}{NBSP}s" if value >= 1000 else f"{value:.1f}{NBSP}ms"
 
 
 @register.filter
 def seconds(value: Any) -> str:
     if value is None:
         return DASH
-    return f"+{value:.1f} s" if value < 600 else f"+{value / 60:.1f} min"
+    return f"+{value:.1f}{NBSP}s" if value < 600 else f"+{value / 60:.1f}{NBSP}min"
 
 
 @register.filter
@@ -64,7 +66,7 @@ def kpi_change(kpi: Any) -> str:
     if change is None:
         return DASH
     if kpi.kind == "share":
-        return f"{change:+.1f} pp"
+        return f"{change:+.1f}{NBSP}pp"
     return f"{change * 100:+.0f}%"
 
 

@@ -12,6 +12,10 @@ TOKEN_COLUMNS = ("bucket", *(key for key, _ in selectors.COMPONENTS), "estimated
                  "provider_input_tokens")
 USAGE_COLUMNS = ("name", "calls", "errors", "schema_tokens", "times_advertised", "times_called")
 TOP = 10
+# One unit per column: counts change by a ratio (0.25 is +25%), shares (ratios 0 to 1) by
+# percentage points (1.5 is +1.5 pp); the column that does not apply to a row is empty.
+KPI_COLUMNS = ("key", "label", "unit", "current", "previous", "change_ratio", "change_points")
+KPI_UNITS = {"count": "count", "share": "ratio"}
 
 
 @project_view()
@@ -42,8 +46,9 @@ def overview(request: HttpRequest, access: ProjectAccess) -> HttpResponse:
 def kpis_csv(request: HttpRequest, access: ProjectAccess) -> HttpResponse:
     time_range, _ = range_from(request)
     kpis = selectors.overview_kpis(project_id=access.project.pk, start=time_range.start, end=time_range.end)
-    rows = ([kpi.key, kpi.label, kpi.current, kpi.previous, kpi.change] for kpi in kpis)
-    return csv_response(csv_name(access, "kpis", time_range), ("key", "label", "current", "previous", "change"), rows)
+    rows = ([kpi.key, kpi.label, KPI_UNITS[kpi.kind], kpi.current, kpi.previous, kpi.change_ratio, kpi.change_points]
+            for kpi in kpis)
+    return csv_response(csv_name(access, "kpis", time_range), KPI_COLUMNS, rows)
 
 
 @project_view()

@@ -61,22 +61,31 @@ def tool_detail(request: HttpRequest, access: ProjectAccess, name: str) -> HttpR
     window = {"project_id": access.project.pk, "name": name, "start": time_range.start, "end": time_range.end}
     series = selectors.tool_series(**window, bucket=time_range.bucket)
     sample = selectors.tool_call_sample(**window)
-    durations = [row["duration_ms"] for row in sample if row["duration_ms"] is not None]
-    outputs = [row["output_tokens"] for row in sample if row["output_tokens"] is not None]
-    figures = {
-        "calls": charts.tool_calls(series, bucket=time_range.bucket),
-        "durations": charts.histogram(durations, title="Duration", x_title="ms"),
-        "outputs": charts.histogram(outputs, title="Output size", x_title="tokens",
-                                    color=charts.COLORS["tool_output_tokens"]),
-    }
+    totals = {key: sum(row[key] for row in series) for key in SERIES_COLUMNS[1:]}
     return render_page(
         request, access, "dashboard/tool.html", active="tools", time_range=time_range, range_form=range_form,
         name=name, tool=tool, series=series, sample_size=len(sample), sample_limit=selectors.SAMPLE_SIZE,
-        totals={key: sum(row[key] for row in series) for key in SERIES_COLUMNS[1:]},
+        totals=totals, charts=_tool_charts(series, sample, bucket=time_range.bucket, called=totals["calls"] > 0),
+        log_spread=charts.LOG_SPREAD,
         errors=selectors.tool_errors(**window),
         versions=selectors.tool_versions(tool_id=tool.pk) if tool else [],
-        charts={key: charts.chart_json(figure) for key, figure in figures.items()},
     )
+
+
+def _tool_charts(series: Rows, sample: Rows, *, bucket: str, called: bool) -> dict[str, str]:
+    """The tool page's figures as JSON; none for a chart with nothing to draw (the page says so
+    instead of showing empty axes)."""
+    durations = [row["duration_ms"] for row in sample if row["duration_ms"] is not None]
+    outputs = [row["output_tokens"] for row in sample if row["output_tokens"] is not None]
+    figures = {}
+    if called:
+        figures["calls"] = charts.tool_calls(series, bucket=bucket)
+    if durations:
+        figures["durations"] = charts.histogram(durations, title="Duration", unit="ms")
+    if outputs:
+        figures["outputs"] = charts.histogram(outputs, title="Output size", unit="tokens",
+                                              color=charts.COLORS["tool_output_tokens"])
+    return {key: charts.chart_json(figure) for key, figure in figures.items()}
 
 
 @project_view()

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import random
 from datetime import UTC, datetime, timedelta
+
+import pytest
 
 from dashboard import charts
 from dashboard.selectors import COMPONENTS
@@ -31,7 +34,7 @@ def test_chart_json_is_safe_inside_a_script_element():
 
 
 def test_figures_use_our_small_template_not_plotlys_default():
-    text = charts.chart_json(charts.histogram([1, 2, 3], title="t", x_title="ms"))
+    text = charts.chart_json(charts.histogram([1, 2, 3], title="t", unit="ms"))
     assert len(text) < 4000
 
 
@@ -57,7 +60,58 @@ def test_session_timeline_places_calls_by_offset_and_duration():
 def test_charts_handle_no_rows():
     for figure in (charts.tokens_by_component([], components=COMPONENTS, bucket="day"),
                    charts.tool_ranking([], key="calls", title="t"), charts.tool_calls([], bucket="hour"),
-                   charts.histogram([], title="t", x_title="ms"),
+                   charts.histogram([], title="t", unit="ms"),
                    charts.session_budget([], components=COMPONENTS, context_window=1000),
                    charts.session_timeline([])):
         assert json.loads(charts.chart_json(figure))["layout"]
+
+
+def _skewed():
+    """250 fast calls (1 to 10 ms) and 10 slow ones (20 to 40 s), as a shell tool's durations look."""
+    rng = random.Random(7)
+    return [rng.uniform(1, 10) for _ in range(250)] + [rng.uniform(20_000, 40_000) for _ in range(10)]
+
+
+def test_skewed_durations_are_spread_over_logarithmic_bins():
+    bins, log = charts.histogram_bins(_skewed())
+    assert log
+    assert sum(b.count for b in bins) == 260
+    # Equal-width bins would hold all 250 fast calls in the first one.
+    assert max(b.count for b in bins) < 0.3 * 260
+    assert all(b.high / b.low == pytest.approx(bins[0].high / bins[0].low) for b in bins)
+
+
+def test_values_of_one_order_of_magnitude_get_equal_width_bins():
+    bins, log = charts.histogram_bins([100 + i for i in range(200)])
+    assert not log
+    assert {round(b.high - b.low, 6) for b in bins} == {round(bins[0].high - bins[0].low, 6)}
+    assert sum(b.count for b in bins) == 200
+
+
+def test_the_bin_count_grows_with_the_data_and_stays_bounded():
+    few, _ = charts.histogram_bins([1.0, 2.0, 3.0, 4.0])
+    many, _ = charts.histogram_bins([float(i) for i in range(1, 5001)])
+    assert len(few) < len(many) <= charts.MAX_BINS
+
+
+def test_one_repeated_value_is_one_bin_and_zeros_join_the_first_log_bin():
+    assert charts.histogram_bins([5, 5, 5]) == ([charts.Bin(5, 5, 3)], False)
+    bins, log = charts.histogram_bins([0, 0, 1, 10, 100, 1000])
+    assert log and bins[0].count >= 3 and sum(b.count for b in bins) == 6
+
+
+def test_the_log_histogram_labels_its_ticks_in_the_unit():
+    figure = charts.histogram(_skewed(), title="Duration", unit="ms")
+    assert figure.layout.xaxis.title.text == "ms, logarithmic"
+    assert "10\N{NO-BREAK SPACE}ms" in figure.layout.xaxis.ticktext
+    assert "20\N{NO-BREAK SPACE}s" in figure.layout.xaxis.ticktext
+    assert sum(figure.data[0].y) == 260
+
+
+def test_session_budget_of_a_session_near_its_window_shows_the_whole_window():
+    turns = [{"index": i, "system_prompt_tokens": 3000, "schema_tokens": 9000, "message_tokens": 100,
+              "tool_output_tokens": 40_000 * i, "estimated_input_tokens": 12_100 + 40_000 * i,
+              "input_tokens": 12_500 + 40_000 * i} for i in range(5)]
+    figure = charts.session_budget(turns, components=COMPONENTS, context_window=200_000)
+    assert figure.layout.yaxis.range[1] >= 200_000
+    assert figure.layout.shapes[0].y0 == 200_000

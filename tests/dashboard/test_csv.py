@@ -33,9 +33,9 @@ def test_tokens_csv_has_a_row_per_bucket(viewer_client, activity):
 @pytest.mark.django_db
 def test_kpis_csv(viewer_client, activity):
     rows = _csv(viewer_client, "kpis_csv", "acme")
-    assert rows[0] == ["key", "label", "current", "previous", "change"]
-    assert ["sessions", "Sessions", "3", "0", ""] in rows
-    assert ["tool_calls", "Tool calls", "9", "0", ""] in rows
+    assert rows[0] == ["key", "label", "unit", "current", "previous", "change_ratio", "change_points"]
+    assert ["sessions", "Sessions", "count", "3", "0", "", ""] in rows
+    assert ["tool_calls", "Tool calls", "count", "9", "0", "", ""] in rows
 
 
 @pytest.mark.django_db

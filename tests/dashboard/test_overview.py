@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import csv
+import io
 from datetime import timedelta
 
 import pytest
@@ -52,6 +54,31 @@ def test_kpis_over_the_default_range_beside_the_previous_week(viewer_client, hou
     assert kpis["schema_share"].change == pytest.approx(10.0)  # points: 20% against 10%
     assert kpis["schema_share"].verdict == "bad"
     assert kpis["compaction_savings"].change is None  # nothing to compare with
+
+
+@pytest.mark.django_db
+def test_the_kpi_csv_keeps_ratios_and_percentage_points_in_separate_columns(viewer_client, hours):
+    response = viewer_client.get(reverse("dashboard:kpis_csv", args=[hours.slug]))
+    rows = {row[0]: row for row in csv.reader(io.StringIO(b"".join(response.streaming_content).decode()))}
+    assert rows["key"] == ["key", "label", "unit", "current", "previous", "change_ratio", "change_points"]
+    assert rows["sessions"][2:] == ["count", "4", "2", "1.0", ""]  # +100%: a ratio
+    assert rows["schema_share"][2:] == ["ratio", "0.2", "0.1", "", "10.0"]  # 20% against 10%: +10 points
+
+
+@pytest.mark.django_db
+def test_kpi_cards_keep_each_value_with_its_unit(viewer_client, hours):
+    html = viewer_client.get(reverse("dashboard:overview", args=[hours.slug])).content.decode()
+    assert "vs previous 7\N{NO-BREAK SPACE}d" in html
+    assert "+10.0\N{NO-BREAK SPACE}pp" in html
+    assert '<span class="muted nowrap">vs previous' in html
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(("range_key", "adjective"), [("24h", "hourly"), ("7d", "hourly"), ("30d", "daily")])
+def test_the_range_bar_names_the_chart_interval(viewer_client, hours, range_key, adjective):
+    html = viewer_client.get(reverse("dashboard:overview", args=[hours.slug]), {"range": range_key}).content.decode()
+    assert f"· {adjective}</span>" in html
+    assert "dayly" not in html
 
 
 @pytest.mark.django_db

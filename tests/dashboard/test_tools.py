@@ -175,3 +175,30 @@ def test_tool_names_with_a_slash_have_pages(viewer_client, project):
     assert response.context["name"] == "github/create_issue"
     csv_url = reverse("dashboard:tool_calls_csv", args=[project.slug, "github/create_issue"])
     assert viewer_client.get(csv_url).status_code == 200
+
+
+@pytest.mark.django_db
+def test_a_never_called_tool_says_so_instead_of_drawing_empty_axes(viewer_client, activity):
+    response = viewer_client.get(reverse("dashboard:tool", args=[activity.project.slug, "grep"]))
+    html = response.content.decode()
+    assert response.context["totals"]["calls"] == 0
+    assert response.context["charts"] == {}
+    assert "data-chart" not in html
+    assert "No calls in this range" in html
+
+
+@pytest.mark.django_db
+def test_a_called_tool_gets_its_calls_chart_and_both_histograms(viewer_client, activity):
+    response = viewer_client.get(reverse("dashboard:tool", args=[activity.project.slug, "read_file"]))
+    assert set(response.context["charts"]) == {"calls", "durations", "outputs"}
+    assert "No calls in this range" not in response.content.decode()
+
+
+@pytest.mark.django_db
+def test_the_table_says_what_calls_and_turns_calling_count(viewer_client, table):
+    html = viewer_client.get(reverse("dashboard:tools", args=[table.slug])).content.decode()
+    labels = dict(TOOL_SORTS)
+    assert (labels["calls"], labels["times_called"], labels["times_advertised"]) == (
+        "Calls", "Turns calling", "Turns advertised")
+    assert 'title="Tool calls: every call counts' in html
+    assert 'title="Turns that called the tool at least once' in html

@@ -1,0 +1,58 @@
+"""The demo project as a first-time user sees it: every part of the product has something to show."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+
+import pytest
+from django.urls import reverse
+
+from toolscope.telemetry.demo.seed import demo_seed
+from toolscope.telemetry.models import Membership, Project, Role
+
+ANCHOR = datetime.fromisoformat("2026-11-20T10:00:00+00:00")
+# With twelve sessions, one is long (at least one always is).
+SESSIONS = 12
+
+
+@pytest.fixture
+def demo(db, member, owner):
+    demo_seed(sessions=SESSIONS, seed=3, anchor=ANCHOR)
+    project = Project.objects.get(slug="demo")
+    Membership.objects.create(project=project, user=member, role=Role.VIEWER)
+    Membership.objects.create(project=project, user=owner, role=Role.ADMIN)
+    return project
+
+
+def _range(**params):
+    return {"range": "custom", "start": "2026-11-05", "end": "2026-11-20", **params}
+
+
+def test_the_near_window_filter_finds_the_long_session(viewer_client, demo):
+    response = viewer_client.get(reverse("dashboard:sessions", args=[demo.slug]), _range(near_window="on"))
+    (row,) = response.context["page"].rows
+    assert row["max_window_share"] > 0.8
+
+
+def test_a_long_sessions_budget_chart_shows_the_context_window(viewer_client, demo):
+    session = demo.sessions.get(near_window=True)
+    response = viewer_client.get(reverse("dashboard:session", args=[demo.slug, session.client_id]), _range())
+    assert response.status_code == 200
+    budget = json.loads(response.context["charts"]["budget"])
+    assert budget["layout"]["shapes"][0]["y0"] == demo.context_window
+    assert budget["layout"]["yaxis"]["range"][1] >= demo.context_window
+
+
+def test_versions_show_production_and_staging(viewer_client, demo):
+    response = viewer_client.get(reverse("dashboard:policy_versions", args=[demo.slug]))
+    labels = {label.name: label.number for label in response.context["labels"]}
+    assert labels == {"production": 1, "staging": 2}
+    assert response.context["diff"]  # v2 against v1
+
+
+@pytest.mark.parametrize("label", ["production", "staging"])
+def test_the_publish_page_has_changes_to_show_against_either_label(admin_client, demo, label):
+    response = admin_client.get(reverse("dashboard:policy_publish", args=[demo.slug]), {"label": label})
+    assert response.status_code == 200
+    assert response.context["changes"]

@@ -94,7 +94,8 @@ class ToolListSerializer(serializers.Serializer):
 
 
 class ArtifactSerializer(serializers.Serializer):
-    id = serializers.UUIDField()
+    # The content id the compacted text names, which retrieval takes (the row's uuid is internal)
+    id = serializers.CharField(source="content_id")
     original = serializers.CharField()
     compacted = serializers.CharField()
     tokens_before = serializers.IntegerField()

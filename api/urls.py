@@ -16,7 +16,7 @@ urlpatterns = [
     path("policy", PolicyView.as_view(), name="policy"),
     path("policy/resolve", ResolveView.as_view(), name="policy-resolve"),
     path("tools/search", ToolSearchView.as_view(), name="tools-search"),
-    path("artifacts/<uuid:artifact_id>", ArtifactView.as_view(), name="artifact"),
+    path("artifacts/<str:artifact_id>", ArtifactView.as_view(), name="artifact"),
     path("schema", SpectacularAPIView.as_view(authentication_classes=[], permission_classes=[]), name="schema"),
     path("docs", SpectacularSwaggerView.as_view(url_name="api:schema", authentication_classes=[],
                                                 permission_classes=[]), name="docs"),

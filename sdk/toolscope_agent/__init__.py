@@ -11,8 +11,9 @@ with client.session(agent_name="coder", model="gpt-4o") as s:
 import logging
 
 from ._version import __version__
+from .artifacts import ArtifactStore
 from .client import Client
-from .errors import ToolscopeError
+from .errors import AuthenticationError, ScopeError, ToolscopeError, UnreachableError
 from .exporter import ExporterStats
 from .policy import PolicyCache
 from .selector import ToolSelector
@@ -22,12 +23,16 @@ from .session import Session, current_session
 logging.getLogger("toolscope_agent").addHandler(logging.NullHandler())
 
 __all__ = [
+    "ArtifactStore",
+    "AuthenticationError",
     "Client",
     "ExporterStats",
     "PolicyCache",
+    "ScopeError",
     "Session",
     "ToolSelector",
     "ToolscopeError",
+    "UnreachableError",
     "__version__",
     "current_session",
 ]

@@ -89,7 +89,7 @@ def deliver(
     method: str,
     url: str,
     *,
-    content: bytes,
+    content: bytes | None,
     headers: dict[str, str],
     policy: RetryPolicy,
     wait: Callable[[float], bool],

@@ -1,10 +1,11 @@
 """The toolscope client: background telemetry export, sessions, the tool decorator, and the
-synchronous calls (transcript upload, catalog registration)."""
+synchronous calls (transcript upload, catalog registration, artifact retrieval, `check()`)."""
 
 from __future__ import annotations
 
 import atexit
 import logging
+import re
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from types import TracebackType
@@ -16,7 +17,7 @@ from . import _http, _shapes
 from ._http import RetryPolicy, deliver, response_json, server_message
 from ._version import __version__
 from .decorators import tool as _tool
-from .errors import ToolscopeError
+from .errors import ToolscopeError, UnreachableError, error_for
 from .exporter import Event, Exporter, ExporterStats
 from .session import Session
 
@@ -28,6 +29,19 @@ R = TypeVar("R")
 INGEST_PATH = "/api/v1/ingest"
 TRANSCRIPTS_PATH = "/api/v1/transcripts"
 TOOLS_PATH = "/api/v1/tools"
+ARTIFACTS_PATH = "/api/v1/artifacts"
+
+# Artifact ids as the server issues them: content ids (24 hex digits), or the UUIDs of artifacts
+# stored before content ids existed. Ids come from the model: anything else never reaches a URL.
+_ARTIFACT_ID = re.compile(r"[0-9a-f]{24}|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+# What `check()` asks for each scope: a request that passes authentication and the scope check,
+# then fails validation or lookup, so it stores and changes nothing. (method, path, body, the
+# status that proves the key holds the scope).
+_CHECKS: dict[str, tuple[str, str, bytes | None, int]] = {
+    "ingest": ("POST", INGEST_PATH, b'{"events":[]}', 400),
+    "policy:read": ("GET", f"{ARTIFACTS_PATH}/{'0' * 24}", None, 404),
+}
 
 _live_lock = threading.Lock()
 _live: set[Client] = set()
@@ -184,19 +198,23 @@ class Client:
         return self._exporter.stats
 
     def flush(self, timeout: float | None = None) -> bool:
-        """Wait until every event recorded so far was sent (or given up on); False on timeout."""
+        """Wait until every event recorded so far was sent or given up on. True only when the
+        server accepted all of them: False on timeout, or when any event since the previous
+        flush failed (a refused key, retries exhausted), was rejected, or was dropped; `stats`
+        tells which."""
         return self._exporter.flush(timeout)
 
     def close(self, timeout: float | None = None) -> bool:
         """Flush and stop the exporter thread; later events are dropped. Idempotent. Returns
-        False when pending events could not be delivered within `timeout` seconds."""
+        False, as `flush()` does, when pending events could not be delivered within `timeout`
+        seconds or the server did not accept them all."""
         with _live_lock:
             _live.discard(self)
         self._closed = True
         finished = self._exporter.close(timeout)
         if finished and self._owns_http:
             self._http.close()
-        return finished
+        return finished and self._exporter.settle()
 
     @property
     def closed(self) -> bool:
@@ -254,33 +272,70 @@ class Client:
             definitions.append(full)
         return self._request("PUT", TOOLS_PATH, {"tools": definitions})
 
-    def _request(self, method: str, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
-        if self._closed:
-            raise ToolscopeError("the client is closed")
-        outcome = deliver(
-            self._http,
-            method,
-            self.base_url + path,
-            content=_shapes.json_text(body).encode("utf-8", "replace"),
-            headers={**self._headers, "Content-Type": "application/json"},
-            policy=self._retry,
-            wait=_http.sleep,
-        )
+    def get_artifact(self, artifact_id: str) -> dict[str, Any]:
+        """GET `/api/v1/artifacts/{id}`: the original of a compacted output of this key's project
+        (needs the `policy:read` scope), as `{"id", "original", "compacted", "tokens_before",
+        "tokens_after", "strategy", "created_at", "tool_name", "call_id"}`. Raises ToolscopeError
+        (`.status` 404 when the project holds no such artifact) and ValueError for a string that
+        is not an artifact id."""
+        if not isinstance(artifact_id, str) or not _ARTIFACT_ID.fullmatch(artifact_id):
+            raise ValueError(f"not an artifact id: {artifact_id!r}")
+        return self._request("GET", f"{ARTIFACTS_PATH}/{artifact_id}")
+
+    def check(self, scopes: Iterable[str] = ("ingest",)) -> None:
+        """Make sure telemetry can reach the project: the URL answers as a toolscope server, the
+        key is valid and holds each of `scopes` ("ingest", "policy:read"). One request per scope,
+        not retried, nothing stored. Raises `errors.UnreachableError` (no answer, or not
+        toolscope's API), `errors.AuthenticationError` (401: unknown or revoked key),
+        `errors.ScopeError` (403: a scope is missing), or ToolscopeError (any other failure),
+        each carrying the server's message."""
+        once = RetryPolicy(max_attempts=1)
+        foreign = f"{self.base_url} does not answer as a toolscope server"
+        for scope in scopes:
+            if scope not in _CHECKS:
+                raise ValueError(f"unknown scope {scope!r}; check() knows: {', '.join(_CHECKS)}")
+            method, path, body, proof = _CHECKS[scope]
+            outcome = self._deliver(method, path, body, once)
+            response = outcome.response
+            if response is not None and response.status_code == proof and isinstance(response_json(response), dict):
+                continue
+            raise self._error(method, path, outcome, unexpected=foreign)
+
+    def _request(self, method: str, path: str, body: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        content = None if body is None else _shapes.json_text(body).encode("utf-8", "replace")
+        outcome = self._deliver(method, path, content, self._retry)
         response = outcome.response
         if outcome.kind == "ok" and response is not None:
             data = response_json(response)
             if isinstance(data, dict):
                 return data
             return {} if data is None else {"data": data}
-        if response is not None:
-            data = response_json(response)
-            message = server_message(response)
-            if outcome.kind == "gave_up":
-                message = f"{message} (gave up after {outcome.attempts} attempts)"
-            raise ToolscopeError(message, status=response.status_code, body=data if data is not None else response.text)
-        raise ToolscopeError(
-            f"{method} {self.base_url + path} failed after {outcome.attempts} attempts: {outcome.error}"
-        )
+        raise self._error(method, path, outcome)
+
+    def _deliver(self, method: str, path: str, content: bytes | None, retry: RetryPolicy) -> _http.Outcome:
+        if self._closed:
+            raise ToolscopeError("the client is closed")
+        headers = self._headers if content is None else {**self._headers, "Content-Type": "application/json"}
+        return deliver(self._http, method, self.base_url + path, content=content, headers=headers, policy=retry,
+                       wait=_http.sleep)
+
+    def _error(self, method: str, path: str, outcome: _http.Outcome, unexpected: str | None = None) -> ToolscopeError:
+        """The exception for a failed request; with `unexpected` (check()), an answer that is not
+        toolscope's becomes UnreachableError with that sentence."""
+        response = outcome.response
+        if response is None:
+            return UnreachableError(
+                f"{method} {self.base_url + path} failed after {outcome.attempts} attempts: {outcome.error}")
+        data = response_json(response)
+        body = data if data is not None else response.text
+        message = server_message(response)
+        if outcome.kind == "gave_up":
+            message = f"{message} (gave up after {outcome.attempts} attempts)"
+        status = response.status_code
+        busy = status == 429 or status >= 500  # toolscope answered, but not now
+        if unexpected is not None and status not in (401, 403) and not (busy and isinstance(data, dict)):
+            return UnreachableError(f"{unexpected} (HTTP {status}: {message})", status=status, body=body)
+        return error_for(message, status=status, body=body)
 
     # -- schema hashes ----------------------------------------------------------------------------
 

@@ -1,4 +1,5 @@
-"""The one exception the SDK raises to its callers."""
+"""The exceptions the SDK raises to its callers: ToolscopeError, and its kinds that `Client.check()`
+and the synchronous calls raise for a bad key, a missing scope, or no server at the URL."""
 
 from __future__ import annotations
 
@@ -18,3 +19,23 @@ class ToolscopeError(Exception):
         self.status = status
         self.message = message
         self.body = body
+
+
+class AuthenticationError(ToolscopeError):
+    """The server refused the API key (HTTP 401): unknown, revoked or mistyped."""
+
+
+class ScopeError(ToolscopeError):
+    """The API key is valid but lacks the scope the call needs (HTTP 403), e.g. `ingest` or
+    `policy:read`."""
+
+
+class UnreachableError(ToolscopeError):
+    """No toolscope server answered at the base URL: the connection failed, or what answered is
+    not toolscope's API (an HTML page, a 404 for the API's own paths)."""
+
+
+def error_for(message: str, *, status: int | None, body: Any = None) -> ToolscopeError:
+    """The most specific ToolscopeError for an HTTP status (None: no answer at all)."""
+    kinds: dict[int | None, type[ToolscopeError]] = {None: UnreachableError, 401: AuthenticationError, 403: ScopeError}
+    return kinds.get(status, ToolscopeError)(message, status=status, body=body)

@@ -107,6 +107,7 @@ class Exporter:
         self._dropped_reported = 0
         self._abandoned = 0
         self._dropped_reported_at = 0.0
+        self._unaccepted_settled = 0  # failed + rejected + dropped when a flush last settled
         self._logged: set[tuple[Any, ...]] = set()
 
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
@@ -150,17 +151,28 @@ class Exporter:
         """Wait until every event queued before this call was sent or given up on.
 
         Returns False if that did not happen within `timeout` seconds (None: wait as long as it
-        takes; each batch is bounded by the retry policy).
+        takes; each batch is bounded by the retry policy), and False when it did but some event
+        since the previous flush was not accepted (see `settle`).
         """
         deadline = None if timeout is None else time.monotonic() + max(timeout, 0.0)
         if self._closed or threading.current_thread() is self._thread:
-            return self._join(deadline)
+            return self._join(deadline) and self.settle()
         done = threading.Event()
         try:
             self._queue.put(done, timeout=_remaining(deadline))
         except queue.Full:
             return False
-        return done.wait(_remaining(deadline))
+        return done.wait(_remaining(deadline)) and self.settle()
+
+    def settle(self) -> bool:
+        """True when no event failed, was rejected or was dropped since the last settle (or since
+        the start). A flush that times out does not settle, so the next one still answers for
+        the events it waited on."""
+        with self._stats_lock:
+            unaccepted = self._failed + self._rejected + self._dropped
+            clean = unaccepted == self._unaccepted_settled
+            self._unaccepted_settled = unaccepted
+        return clean
 
     def close(self, timeout: float | None = None) -> bool:
         """Flush, then stop the thread. Idempotent. Returns False if the queue could not be
@@ -331,7 +343,15 @@ class Exporter:
             self._post(events[:half], parts[:half])
             self._post(events[half:], parts[half:])
             return
-        if outcome.kind == "rejected" and response is not None:
+        if outcome.kind == "rejected" and response is not None and response.status_code in (401, 403):
+            self._log_once(
+                ("auth",),
+                logging.WARNING,
+                "toolscope: the server refused this client's API key (%s); nothing is being recorded. "
+                "Check the key and its ingest scope (Client.check() raises with the reason)",
+                outcome.error,
+            )
+        elif outcome.kind == "rejected" and response is not None:
             body_json = response_json(response)
             if isinstance(body_json, dict) and isinstance(body_json.get("results"), list):
                 self._log_rejections(body_json["results"])

@@ -22,6 +22,7 @@ from typing import Any, Literal
 
 import httpx
 
+from toolscope_agent._http import server_message
 from toolscope_agent._version import __version__
 
 logger = logging.getLogger("toolscope_agent")
@@ -118,7 +119,8 @@ class PolicyCache:
             self._checked_at = time.monotonic()
             return True
         if response.status_code != 200:
-            logger.warning("toolscope policy fetch answered %s; keeping the %s copy", response.status_code, self.source)
+            logger.warning("toolscope policy fetch answered %s (%s); keeping the %s copy", response.status_code,
+                           server_message(response), self.source)
             return False
         document = response.json()
         with self._lock:

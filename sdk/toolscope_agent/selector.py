@@ -7,23 +7,41 @@ the engine the server runs, so its answers equal the server's `POST /api/v1/poli
     ...                                                             # call the model
     selector.observe(model_text, tool_calls)                       # what it asked for
     output = selector.prepare_output("bash", call_id, raw_output)  # duplicates + compaction
+    ...                                                             # the model asks for an original:
+    selector.retrieve_tool_output(id="…")                           # from memory, else the server
+
+Compaction counts tokens as the server does: with the exact BPE of the policy's `encoding` when
+bpe-openai or tiktoken is installed (`selector.tokenizer` says which), chars/4 otherwise. A
+compacted output names its original's artifact id (a content hash the server computes alike);
+the selector keeps the originals it compacted in an `ArtifactStore` (an LRU bounded by bytes).
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from toolscope_agent.artifacts import ArtifactStore
+from toolscope_agent.client import Client
 from toolscope_agent.engine.arguments import ArgumentsOutcome, apply_schema_error_policy
-from toolscope_agent.engine.compaction import Compacted, compact, rule_for, rules_from_policy
+from toolscope_agent.engine.compaction import Compacted, artifact_id, compact, rule_for, rules_from_policy
 from toolscope_agent.engine.duplicates import DuplicateTracker
 from toolscope_agent.engine.redaction import redact_arguments
-from toolscope_agent.engine.render import render_anthropic, render_openai, render_plain
+from toolscope_agent.engine.render import (
+    RETRIEVE_TOOL,
+    render_anthropic,
+    render_definition,
+    render_openai,
+    render_plain,
+)
 from toolscope_agent.engine.schemas import normalize_tool
 from toolscope_agent.engine.search import DEFAULT_TOP_K, MAX_TOP_K, SearchHit, clamp_top_k, search_tools
 from toolscope_agent.engine.selection import Selection, SessionState, select_tools
-from toolscope_agent.engine.tokens import TokenCounter, approximate_counter
+from toolscope_agent.engine.tokens import TokenCounter
+from toolscope_agent.errors import ToolscopeError
 from toolscope_agent.policy import PolicyCache
+from toolscope_agent.tokenizers import DEFAULT_ENCODING, exact_counter
 
 SEARCH_TOOL = "tool_search"
 
@@ -35,21 +53,46 @@ class ToolSelector:
         policy: PolicyCache | Mapping[str, Any],
         *,
         state: SessionState | None = None,
-        counter: TokenCounter = approximate_counter,
+        counter: TokenCounter | None = None,
+        client: Client | None = None,
+        artifacts: ArtifactStore | None = None,
     ) -> None:
-        """`tools` in any common shape (OpenAI, Anthropic, MCP, toolscope's); `counter` counts
-        tokens for compaction budgets (pass an exact one, e.g. tiktoken's, when the agent has it)."""
+        """`tools` in any common shape (OpenAI, Anthropic, MCP, toolscope's). `counter` counts
+        tokens for compaction budgets; by default the policy encoding's exact BPE (see
+        `tokenizer`). `client` lets `retrieve_tool_output` ask the server for originals this
+        selector does not hold (its key needs `policy:read`). `artifacts` keeps the originals
+        this selector compacted: its own 16 MiB store unless one is shared."""
         self.catalog: list[dict[str, Any]] = [normalize_tool(dict(tool)) for tool in tools]
         self._by_name = {tool["name"]: tool for tool in self.catalog}
         self._policy = policy
         self.state = state if state is not None else SessionState()
-        self.counter = counter
+        self._counter = counter
+        self.client = client
+        self.artifacts = artifacts if artifacts is not None else ArtifactStore()
         self.duplicates = DuplicateTracker()
         self._turn = 0
 
     @property
     def policy(self) -> Mapping[str, Any]:
         return self._policy.get() if isinstance(self._policy, PolicyCache) else self._policy
+
+    @property
+    def encoding(self) -> str:
+        """The policy's tokenizer encoding (the project's), "o200k_base" when it names none."""
+        encoding = self.policy.get("encoding")
+        return encoding if isinstance(encoding, str) and encoding else DEFAULT_ENCODING
+
+    @property
+    def counter(self) -> TokenCounter:
+        """What compaction counts tokens with: the one passed in, else the exact counter of the
+        policy's encoding (which follows the policy when it changes)."""
+        return self._counter if self._counter is not None else exact_counter(self.encoding)[0]
+
+    @property
+    def tokenizer(self) -> str:
+        """Which counter compaction uses: "bpe-openai" or "tiktoken" (exact, as the server
+        counts), "approximate" (characters/4: neither is installed) or "custom" (passed in)."""
+        return "custom" if self._counter is not None else exact_counter(self.encoding)[1]
 
     def _section(self, name: str) -> Mapping[str, Any]:
         section = self.policy.get(name)
@@ -129,10 +172,61 @@ class ToolSelector:
         return compacted.text if compacted is not None else output
 
     def compact(self, tool_name: str, output: str) -> Compacted | None:
+        """The output cut to the policy's rule for the tool (or its max_result_tokens), naming its
+        artifact id; the original is kept in `artifacts`. None when no rule applies.
+
+        The server keeps (and serves) the originals of rule-compacted outputs it records; an
+        output cut by max_result_tokens alone is retrievable from this process's memory only."""
         rule = rule_for(tool_name, rules_from_policy(self.policy))
         limit = self.tool_settings(tool_name).get("max_result_tokens")
         if rule is not None:
-            return compact(output, strategy=rule.strategy, max_tokens=rule.max_tokens, count=self.counter)
-        if isinstance(limit, int) and limit > 0:
-            return compact(output, strategy="head_tail", max_tokens=limit, count=self.counter)
-        return None
+            strategy, max_tokens = rule.strategy, rule.max_tokens
+        elif isinstance(limit, int) and limit > 0:
+            strategy, max_tokens = "head_tail", limit
+        else:
+            return None
+        result = compact(output, strategy=strategy, max_tokens=max_tokens, count=self.counter,
+                         artifact_id=artifact_id(output))
+        if result.changed and result.artifact_id is not None:
+            self.artifacts.put(result.artifact_id, output)
+        return result
+
+    # -- retrieval ----------------------------------------------------------------------------
+
+    def retrieve_tool(self, format: str = "openai") -> dict[str, Any]:
+        """The `retrieve_tool_output` tool's definition in the provider's shape ("openai",
+        "anthropic", "plain"); add it to the request's tools so the model can ask for originals."""
+        return render_definition(copy.deepcopy(RETRIEVE_TOOL), format)
+
+    def retrieve(self, artifact_id: str) -> str | None:
+        """The original named `artifact_id`: from memory, else from the server (and kept in
+        memory). None when neither holds it. Raises ToolscopeError when the server cannot be
+        asked (unreachable, or the key lacks policy:read)."""
+        original = self.artifacts.get(artifact_id)
+        if original is not None or self.client is None:
+            return original
+        try:
+            artifact = self.client.get_artifact(artifact_id)
+        except ValueError:  # not an id at all: nothing to ask
+            return None
+        except ToolscopeError as exc:
+            if exc.status == 404:
+                return None
+            raise
+        original = artifact.get("original")
+        if not isinstance(original, str):
+            return None
+        self.artifacts.put(artifact_id, original)
+        return original
+
+    def retrieve_tool_output(self, id: str) -> str:  # "id": the name of the tool's argument
+        """The `retrieve_tool_output` tool's handler: the original, or a sentence for the model
+        saying why there is none."""
+        try:
+            original = self.retrieve(id)
+        except ToolscopeError as exc:
+            return f"The tool output {id} could not be retrieved now: {exc.message}"
+        if original is None:
+            return (f"No tool output with id {id} is available. Use the exact id from a shortened "
+                    "output's note.")
+        return original

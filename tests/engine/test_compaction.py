@@ -7,6 +7,7 @@ is not even monotone.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import zlib
@@ -18,6 +19,7 @@ from toolscope_agent.engine.compaction import (
     STRATEGIES,
     Compacted,
     CompactionRule,
+    artifact_id,
     compact,
     dedupe_lines,
     rule_for,
@@ -484,3 +486,69 @@ def test_a_known_count_is_trusted_and_the_search_counts_only_near_the_cut():
     # from the text's tokens per character lands next to the answer on even text.
     assert len(counted) <= 8
     assert result == compact(text, strategy="head_tail", max_tokens=500, count=pieces)
+
+
+# --- artifact ids ------------------------------------------------------------------------------
+
+
+def test_an_artifact_id_is_the_start_of_the_originals_sha256():
+    assert artifact_id("hello\n") == hashlib.sha256(b"hello\n").hexdigest()[:24]
+    assert re.fullmatch(r"[0-9a-f]{24}", artifact_id("\ud800 a lone surrogate"))
+    assert artifact_id("a") != artifact_id("a ")
+
+
+ID = artifact_id(SHELL_LOG)
+RETRIEVAL = f'full output: retrieve_tool_output(id="{ID}")'
+
+
+@pytest.mark.parametrize("strategy", ["head_tail", "head", "tail", "dedupe_lines"])
+def test_a_cut_with_an_id_names_it_in_the_marker(strategy):
+    result = compact(SHELL_LOG, strategy=strategy, max_tokens=60, count=words, artifact_id=ID)
+    assert result.changed and result.artifact_id == ID
+    assert re.search(r"\[… \d+ lines? \(~\d+ tokens\) omitted; " + re.escape(RETRIEVAL) + r"\]", result.text)
+    assert result.tokens_after == words(result.text) <= 60
+
+
+def test_json_prune_with_an_id_ends_with_a_note_inside_the_budget():
+    result = compact(API_RESPONSE, strategy="json_prune", max_tokens=120, count=quarter_chars,
+                     artifact_id=artifact_id(API_RESPONSE))
+    document, note = result.text.rsplit("\n", 1)
+    assert result.strategy == "json_prune"
+    assert list(json.loads(document)) == ["object", "data", "has_more", "url"]
+    assert note == f'[compacted; full output: retrieve_tool_output(id="{artifact_id(API_RESPONSE)}")]'
+    assert result.tokens_after == quarter_chars(result.text) <= 120
+
+
+def test_collapsed_lines_that_fit_end_with_the_note():
+    text = "start\n" + "same line\n" * 100 + "end\n"
+    result = compact(text, strategy="dedupe_lines", max_tokens=30, count=words, artifact_id="0" * 24)
+    assert result.text == ('start\nsame line [repeated 100 times]\nend\n'
+                           '[compacted; full output: retrieve_tool_output(id="000000000000000000000000")]')
+    assert result.strategy == "dedupe_lines"
+
+
+def test_a_note_that_does_not_fit_beside_the_json_gives_a_head_tail_cut_naming_the_id():
+    text = json.dumps({"items": list(range(400))})
+    result = compact(text, strategy="json_prune", max_tokens=20, count=pieces, artifact_id="f" * 24)
+    assert result.strategy == "head_tail"
+    assert result.tokens_after <= 20
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=any_text, budget=st.integers(min_value=1, max_value=200), strategy=st.sampled_from(STRATEGIES),
+       count=st.sampled_from(COUNTERS))
+def test_with_an_id_the_budget_holds_and_the_id_is_named_when_it_fits(text, budget, strategy, count):
+    result = compact(text, strategy=strategy, max_tokens=budget, count=count, artifact_id=artifact_id(text))
+    if not result.changed:
+        assert result.text == text
+        return
+    assert result.tokens_after == count(result.text) <= budget
+    # Only a budget too small for the whole marker loses the id (the marker is then cut short).
+    named = f'retrieve_tool_output(id="{artifact_id(text)}")' in result.text
+    marker_only = "\n" not in result.text and (result.text.startswith("[…") or "[…".startswith(result.text))
+    assert named or marker_only
+
+
+def test_without_an_id_nothing_changes():
+    with_none = compact(SHELL_LOG, strategy="head_tail", max_tokens=40, count=words)
+    assert "full output retrievable]" in with_none.text and with_none.artifact_id is None

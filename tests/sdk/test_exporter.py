@@ -123,7 +123,7 @@ def test_gives_up_after_max_attempts(make_client, caplog):
     client = make_client(f"http://127.0.0.1:{free_port()}", max_attempts=3, batch_size=2)
     with caplog.at_level(logging.WARNING, logger="toolscope_agent"):
         record_many(client, 3)
-        assert client.flush(timeout=5)
+        assert not client.flush(timeout=5), "nothing was accepted"
 
     stats = client.stats
     assert (stats.sent, stats.failed, stats.retried) == (0, 3, 4)  # 2 batches, 2 retries each
@@ -134,12 +134,12 @@ def test_gives_up_on_repeated_5xx(server, make_client):
     client = make_client(server.url, max_attempts=2)
     server.then(Action(status=500), Action(status=502))
     record_many(client, 1)
-    assert client.flush(timeout=5)
+    assert not client.flush(timeout=5)
     assert len(server.ingest) == 2
     assert (client.stats.failed, client.stats.sent) == (1, 0)
     # The exporter carries on with the next batch.
     record_many(client, 1, start=1)
-    assert client.flush(timeout=5)
+    assert client.flush(timeout=5), "every event since the previous flush was accepted"
     assert server.ingest[-1].ids == ["e1"]
     assert client.stats.sent == 1
 
@@ -149,9 +149,9 @@ def test_400_is_not_retried_and_logged_once(server, client, caplog):
     server.then(Action(status=400, body=envelope_error), Action(status=400, body=envelope_error))
     with caplog.at_level(logging.DEBUG, logger="toolscope_agent"):
         record_many(client, 2)
-        assert client.flush(timeout=5)
+        assert not client.flush(timeout=5)
         record_many(client, 1, start=2)
-        assert client.flush(timeout=5)
+        assert not client.flush(timeout=5)
 
     assert len(server.ingest) == 2, "one request per batch, none retried"
     assert (client.stats.failed, client.stats.retried, client.stats.sent) == (3, 0, 0)
@@ -169,7 +169,7 @@ def test_rejected_events_in_a_202_are_counted_and_logged(server, client, caplog)
     server.then(Action(status=202, body=partly))
     with caplog.at_level(logging.WARNING, logger="toolscope_agent"):
         record_many(client, 2)
-        assert client.flush(timeout=5)
+        assert not client.flush(timeout=5), "one event was refused"
     assert (client.stats.sent, client.stats.rejected) == (2, 1)
     assert "rejected event 'e1': events[1].output must be a string" in caplog.text
 
@@ -193,7 +193,7 @@ def test_full_queue_drops_without_blocking(server, make_client):
     assert slowest < 0.1, f"record() blocked for {slowest * 1000:.1f} ms"
 
     hold.set()
-    assert client.flush(timeout=5)
+    assert not client.flush(timeout=5), "events were dropped"
     assert client.stats.sent == 110
     assert len(server.events) == 110
 
@@ -218,7 +218,7 @@ def test_close_flushes_stops_and_drops_later_events(server, client):
 
     assert not client.record(event(99))
     assert client.stats.dropped == 1
-    assert client.close(timeout=1), "closing twice is harmless"
+    assert not client.close(timeout=1), "closing twice is harmless, and reports the dropped event"
     assert client.flush(timeout=1)
 
 
@@ -238,7 +238,7 @@ def test_splits_batches_by_size(server, make_client):
     for n in range(6):
         client.record(event(n, output="x" * 2000))
     client.record(event(6, output="y" * 6000))  # alone over the limit
-    assert client.flush(timeout=5)
+    assert not client.flush(timeout=5), "one event was too large"
     assert [len(r.events) for r in server.ingest] == [2, 2, 2]
     assert all(len(r.body) <= 5000 for r in server.ingest)
     assert (client.stats.sent, client.stats.failed) == (6, 1)
@@ -255,7 +255,7 @@ def test_a_413_splits_the_batch(server, client):
 def test_unencodable_events_fail_alone(server, client):
     client.record(event(0, arguments={"x": float("nan")}))
     client.record(event(1, arguments={"path": Path("/tmp/x")}))  # made text
-    assert client.flush(timeout=5)
+    assert not client.flush(timeout=5)
     assert [e["id"] for e in server.events] == ["e1"]
     assert server.events[0]["arguments"] == {"path": "/tmp/x"}
     assert (client.stats.sent, client.stats.failed) == (1, 1)

@@ -30,7 +30,7 @@ def policy(mode: str, **selection) -> dict:
                       "progressive": {"hint_prefix": "$"}, "tool_search": {"top_k": 2, "max_top_k": 20},
                       "sticky_discovered": True, **selection},
         "outputs": {"duplicates": {"suppress": True},
-                    "compaction": [{"tools": "bash", "max_tokens": 30, "strategy": "head_tail"}]},
+                    "compaction": [{"tools": "bash", "max_tokens": 80, "strategy": "head_tail"}]},
         "tools": {"bash": {"redact": ["env"], "on_schema_error": "coerce"},
                   "read_file": {"on_schema_error": "raise"}},
     }
@@ -79,7 +79,7 @@ def test_a_repeated_output_becomes_a_placeholder_and_a_long_one_is_compacted():
     log = "".join(f"line {n} of a long build log\n" for n in range(200))
     compacted = selector.prepare_output("bash", "call_3", log)
     assert compacted.startswith("line 0") and compacted.endswith("line 199 of a long build log\n")
-    assert selector.counter(compacted) <= 30
+    assert selector.counter(compacted) <= 80
 
 
 def test_per_tool_settings_redact_and_check_arguments():

@@ -147,7 +147,7 @@ def test_a_definition_whose_batch_failed_is_sent_again(server, client):
     server.then(Action(status=400, body={"detail": "nope"}))
     with client.session() as s:
         s.turn(tools=[BASH_ANTHROPIC])
-        assert client.flush(timeout=5)
+        assert not client.flush(timeout=5), "the server refused the batch"
         s.turn(tools=[BASH_ANTHROPIC])
     assert client.flush(timeout=5)
     turns = [e for e in server.events if e["type"] == "turn"]

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 from django.conf import settings
 from django.core.validators import MinValueValidator
 from django.db import models
+from toolscope_agent.engine.compaction import artifact_id
 
 from toolscope.telemetry.fields import JSONTextField
 
@@ -261,10 +263,17 @@ class ToolCall(models.Model):
 
 
 class Artifact(models.Model):
-    """The original of a tool output the model received compacted; agents retrieve it by id."""
+    """The original of a tool output the model received compacted; agents retrieve it by its
+    content id, which the compacted text names.
+
+    `content_id` is `toolscope_agent.engine.compaction.artifact_id(original)`, a hash of the text
+    alone, so the agent that compacted the output knows it without asking. It is not unique:
+    identical originals in one project (or in two) are separate rows with one content id, and a
+    lookup is always scoped to a project. The uuid primary key stays the row's identity."""
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="artifacts")
+    content_id = models.CharField(max_length=64, editable=False)
     original = models.TextField()
     compacted = models.TextField()
     tokens_before = models.PositiveIntegerField()
@@ -273,10 +282,19 @@ class Artifact(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
-        indexes = [models.Index(fields=["project", "-created_at"], name="artifact_project_created")]
+        indexes = [
+            models.Index(fields=["project", "-created_at"], name="artifact_project_created"),
+            models.Index(fields=["project", "content_id"], name="artifact_project_content"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.strategy} {self.tokens_before}→{self.tokens_after}"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        # Processing inserts in bulk with the id set; this covers rows made one by one (admin, tests).
+        if not self.content_id:
+            self.content_id = artifact_id(self.original)
+        super().save(*args, **kwargs)
 
 
 class CallDuration(models.Model):

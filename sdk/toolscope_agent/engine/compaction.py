@@ -21,6 +21,17 @@ Strategies (`STRATEGIES`):
   that is still over budget ``head_tail`` cuts the result (``strategy="dedupe_lines+head_tail"``),
   and when nothing repeats it cuts the original (``strategy="head_tail"``).
 
+Retrieval: ``compact(..., artifact_id=artifact_id(text))`` names the original in what the model
+reads, so an agent can ask for it back (the SDK's ``retrieve_tool_output`` tool). The id is a
+content hash (`artifact_id`): the agent and the server compute it alike from the original alone,
+without talking to each other. With an id, the marker line reads ``[… N lines (~T tokens)
+omitted; full output: retrieve_tool_output(id="<id>")]``, and the results that have no marker
+line (``json_prune``, ``dedupe_lines`` that fit) end with the line ``[compacted; full output:
+retrieve_tool_output(id="<id>")]``, inside the budget; a ``json_prune`` result with that line is
+no longer JSON as a whole. When the note makes a result miss the budget, ``head_tail`` cuts the
+original instead (its marker names the id). Without an id, the marker says only that the full
+output is retrievable.
+
 Guarantees of `compact`: an output within budget comes back unchanged (``changed=False``);
 otherwise ``tokens_after == count(text) <= max_tokens``, marker included. Cuts fall on line
 boundaries; a line too long for the budget is cut by characters. ``head``/``head_tail`` results
@@ -37,6 +48,7 @@ therefore an estimate (tokens before minus tokens kept) rather than a count of t
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from bisect import bisect_left, bisect_right
@@ -50,6 +62,25 @@ Counter = Callable[[str], int]
 
 STRATEGIES: tuple[str, ...] = ("head_tail", "head", "tail", "json_prune", "dedupe_lines")
 
+RETRIEVE_TOOL_NAME = "retrieve_tool_output"
+"""The tool an agent offers its model for getting a compacted output's original back."""
+
+ARTIFACT_ID_LENGTH = 24
+"""Hex digits of an artifact id: 96 bits of SHA-256. Ids are looked up within one project, where
+an accidental collision needs ~2**48 outputs; 24 hex digits cost ~14 tokens in the marker where a
+full digest would cost ~45."""
+
+
+def artifact_id(original: str) -> str:
+    """The id of a compacted output's original: the first ARTIFACT_ID_LENGTH hex digits of the
+    SHA-256 of its UTF-8 bytes (lone surrogates encoded as themselves, so any str has an id).
+
+    It depends on the text alone, so the agent that compacted an output and the server that
+    stored it compute the same id. It says nothing about which project holds the text: lookups
+    are scoped to the asking key's project."""
+    digest = hashlib.sha256(original.encode("utf-8", "surrogatepass")).hexdigest()
+    return digest[:ARTIFACT_ID_LENGTH]
+
 
 @dataclass(frozen=True)
 class Compacted:
@@ -58,6 +89,7 @@ class Compacted:
     tokens_after: int
     strategy: str  # what produced `text`: a member of STRATEGIES, or "dedupe_lines+head_tail"
     changed: bool
+    artifact_id: str | None = None  # the id `text` names (only when changed and an id was given)
 
 
 @dataclass(frozen=True)
@@ -71,39 +103,69 @@ class CompactionRule:
 
 
 def compact(text: str, *, strategy: str, max_tokens: int, count: Counter, head_share: float = 0.6,
-            tokens: int | None = None) -> Compacted:
+            tokens: int | None = None, artifact_id: str | None = None) -> Compacted:
     """`text` cut to at most `max_tokens` tokens (as measured by `count`) with `strategy`.
 
     `tokens`, when the caller has counted `text` already, must be `count(text)`: it saves the one
-    full-size count."""
+    full-size count. `artifact_id`, usually `artifact_id(text)`, is named in the result when
+    `text` is cut (see the module docstring)."""
     _validate(strategy, max_tokens)
     if not 0.0 <= head_share <= 1.0:
         raise ValueError(f"head_share must be between 0 and 1, got {head_share!r}")
     before = count(text) if tokens is None else tokens
     if before <= max_tokens:
         return Compacted(text, before, before, strategy, changed=False)
-    used = strategy
+    cut = _Cutter(text, before, max_tokens, count, head_share, artifact_id)
     if strategy == "json_prune":
-        pruned = _json_prune(text, max_tokens, count)
-        if pruned is None:
-            used = "head_tail"
-            result = _cut(text, before, max_tokens, count, head_share=head_share, head=True, tail=True)
-        else:
-            result = pruned
+        used, result = cut.json_prune()
     elif strategy == "dedupe_lines":
-        deduped = dedupe_lines(text)
-        if deduped == text:
-            used = "head_tail"
-            result = _cut(text, before, max_tokens, count, head_share=head_share, head=True, tail=True)
-        else:
-            result = (deduped, count(deduped))
-            if result[1] > max_tokens:
-                used = "dedupe_lines+head_tail"
-                result = _cut(deduped, result[1], max_tokens, count, head_share=head_share, head=True, tail=True)
+        used, result = cut.dedupe()
     else:
-        result = _cut(text, before, max_tokens, count, head_share=head_share,
-                      head=strategy != "tail", tail=strategy != "head")
-    return Compacted(result[0], before, result[1], used, changed=True)
+        used, result = strategy, cut.lines(text, before, head=strategy != "tail", tail=strategy != "head")
+    return Compacted(result[0], before, result[1], used, changed=True, artifact_id=artifact_id)
+
+
+@dataclass(frozen=True)
+class _Cutter:
+    """One compaction's inputs, shared by the strategies."""
+
+    text: str
+    before: int
+    max_tokens: int
+    count: Counter
+    head_share: float
+    artifact_id: str | None
+
+    def lines(self, text: str, tokens: int, *, head: bool = True, tail: bool = True) -> tuple[str, int]:
+        return _cut(text, tokens, self.max_tokens, self.count, head_share=self.head_share, head=head, tail=tail,
+                    artifact_id=self.artifact_id)
+
+    def with_note(self, text: str, tokens: int) -> tuple[str, int] | None:
+        """`text` followed by the retrieval note (when there is an id), or None if over budget."""
+        if self.artifact_id is None:
+            return (text, tokens) if tokens <= self.max_tokens else None
+        separator = "" if text.endswith("\n") else "\n"
+        noted = text + separator + _note(self.artifact_id)
+        noted_tokens = self.count(noted)
+        return (noted, noted_tokens) if noted_tokens <= self.max_tokens else None
+
+    def json_prune(self) -> tuple[str, tuple[str, int]]:
+        reserve = self.count("\n" + _note(self.artifact_id)) if self.artifact_id is not None else 0
+        pruned = _json_prune(self.text, self.max_tokens - reserve, self.count) if reserve < self.max_tokens else None
+        noted = self.with_note(*pruned) if pruned is not None else None
+        if noted is None:
+            return "head_tail", self.lines(self.text, self.before)
+        return "json_prune", noted
+
+    def dedupe(self) -> tuple[str, tuple[str, int]]:
+        deduped = dedupe_lines(self.text)
+        if deduped == self.text:
+            return "head_tail", self.lines(self.text, self.before)
+        tokens = self.count(deduped)
+        noted = self.with_note(deduped, tokens)
+        if noted is not None:
+            return "dedupe_lines", noted
+        return "dedupe_lines+head_tail", self.lines(deduped, tokens)
 
 
 def rule_for(tool_name: str, rules: Sequence[CompactionRule]) -> CompactionRule | None:
@@ -203,8 +265,17 @@ def _plural(n: int, noun: str) -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"  # "1 more item", "2 more items"
 
 
-def _marker(lines: int, tokens: int) -> str:
-    return f"[… {_plural(lines, 'line')} (~{tokens} tokens) omitted; full output retrievable]"
+def _retrieval(artifact_id: str | None) -> str:
+    return f'full output: {RETRIEVE_TOOL_NAME}(id="{artifact_id}")' if artifact_id else "full output retrievable"
+
+
+def _marker(lines: int, tokens: int, artifact_id: str | None = None) -> str:
+    return f"[… {_plural(lines, 'line')} (~{tokens} tokens) omitted; {_retrieval(artifact_id)}]"
+
+
+def _note(artifact_id: str) -> str:
+    """The last line of a result that has no marker line (json_prune, dedupe_lines)."""
+    return f"[compacted; {_retrieval(artifact_id)}]"
 
 
 def _assemble(text: str, head_end: int, tail_start: int, marker: str) -> str:
@@ -223,10 +294,10 @@ def _omitted_lines(bounds: list[int], head_end: int, tail_start: int) -> int:
 
 
 def _cut(text: str, before: int, max_tokens: int, count: Counter, *, head_share: float, head: bool,
-         tail: bool) -> tuple[str, int]:
+         tail: bool, artifact_id: str | None = None) -> tuple[str, int]:
     """The longest head and/or tail of `text` that fit with a marker line between them."""
     bounds = _line_bounds(text)
-    template = _marker(len(bounds) - 1, before)  # the widest marker this text can get
+    template = _marker(len(bounds) - 1, before, artifact_id)  # the widest marker this text can get
     template_tokens = count(template)
     overflow = 0
     # The final marker has smaller numbers than the template, so it almost always costs no more;
@@ -238,13 +309,13 @@ def _cut(text: str, before: int, max_tokens: int, count: Counter, *, head_share:
             break
         head_end, tail_start, kept_tokens = plan
         omitted = min(before, max(0, before - (kept_tokens - template_tokens)))
-        marker = _marker(_omitted_lines(bounds, head_end, tail_start), omitted)
+        marker = _marker(_omitted_lines(bounds, head_end, tail_start), omitted, artifact_id)
         result = _assemble(text, head_end, tail_start, marker)
         tokens = count(result)
         if tokens <= max_tokens:
             return result, tokens
         overflow += tokens - max_tokens
-    return _marker_only(_marker(len(bounds) - 1, before), max_tokens, count)
+    return _marker_only(_marker(len(bounds) - 1, before, artifact_id), max_tokens, count)
 
 
 def _plan(text: str, bounds: list[int], template: str, template_tokens: int, budget: int, count: Counter, *,

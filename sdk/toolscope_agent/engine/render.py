@@ -19,6 +19,7 @@ import re
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from toolscope_agent.engine.compaction import RETRIEVE_TOOL_NAME
 from toolscope_agent.engine.tokens import TokenCounter, tools_tokens
 
 if TYPE_CHECKING:  # selection imports this module at run time; only the type flows back
@@ -38,6 +39,20 @@ ANTHROPIC_SEARCH_TOOLS: dict[str, dict[str, str]] = {
     "regex": {"type": "tool_search_tool_regex_20251119", "name": "tool_search_tool_regex"},
     "bm25": {"type": "tool_search_tool_bm25_20251119", "name": "tool_search_tool_bm25"},
 }
+
+RETRIEVE_TOOL: dict[str, Any] = {
+    "name": RETRIEVE_TOOL_NAME,
+    "description": "Get the full original of a tool output that was shortened. Pass the id its "
+                   'note names: [… omitted; full output: retrieve_tool_output(id="…")].',
+    "input_schema": {
+        "type": "object",
+        "properties": {"id": {"type": "string", "description": "The id in the shortened output's note."}},
+        "required": ["id"],
+    },
+}
+"""The tool that gives a compacted output's original back (compaction.py names its id)."""
+
+FORMATS: tuple[str, ...] = ("openai", "anthropic", "plain")
 
 MENU_ACTIVE_MARK = "*"
 MENU_SENTENCE_LIMIT = 160
@@ -207,6 +222,14 @@ def render_anthropic(selection: Selection, *, provider_search: bool = False,
 def render_plain(selection: Selection) -> list[dict[str, Any]]:
     """toolscope's own shape, {name, description, input_schema}, for agents that render themselves."""
     return [_plain(tool) for tool in selection.tools]
+
+
+def render_definition(tool: Mapping[str, Any], format: str = "openai") -> dict[str, Any]:
+    """One definition in toolscope's shape rendered as `format` ("openai", "anthropic", "plain")."""
+    renderers = {"openai": _openai, "anthropic": _anthropic, "plain": _plain}
+    if format not in renderers:
+        raise ValueError(f"unknown format {format!r}; use {', '.join(FORMATS)}")
+    return renderers[format](tool)
 
 
 def selection_cost(selection: Selection, counter: TokenCounter, flavor: str = "openai") -> int:

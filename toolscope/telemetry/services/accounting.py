@@ -18,7 +18,7 @@ from typing import Any
 from django.db import IntegrityError, OperationalError
 from django.db.models import OuterRef, Subquery
 from django.utils import timezone
-from toolscope_agent.engine.compaction import compact, rule_for, rules_from_policy
+from toolscope_agent.engine.compaction import artifact_id, compact, rule_for, rules_from_policy
 from toolscope_agent.engine.duplicates import placeholder_text
 
 from toolscope.policies.models import ToolVersion
@@ -195,11 +195,15 @@ def _compaction_apply(calls: list[CallState], project: Project, rules: list[Any]
         if rule is None:
             continue
         original = outputs[call.row["id"]]
+        # The content id is what the agent computed when it compacted the same output (and what
+        # the compacted text names), so it can retrieve the original without being told the row.
+        content_id = artifact_id(original)
         # The output's count is known: compaction only counts candidates.
         result = compact(original, strategy=rule.strategy, max_tokens=rule.max_tokens, count=count,
-                         tokens=call.row["output_tokens"])
+                         tokens=call.row["output_tokens"], artifact_id=content_id)
         artifacts[call.row["id"]] = {
-            "id": uuid.uuid4(), "project_id": project.pk, "original": original, "compacted": result.text,
+            "id": uuid.uuid4(), "project_id": project.pk, "content_id": content_id, "original": original,
+            "compacted": result.text,
             "tokens_before": result.tokens_before, "tokens_after": result.tokens_after, "strategy": result.strategy,
             "created_at": now,
         }

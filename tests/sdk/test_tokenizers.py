@@ -1,0 +1,66 @@
+"""The agent counts tokens as the server does: bpe-openai when installed, then tiktoken, then
+characters/4 -- and says which."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from toolscope_agent import ToolSelector, tokenizers
+from toolscope_agent.engine.tokens import approximate_counter
+
+from toolscope.tokenizer import count_tokens, encoding_for
+
+SAMPLES = [
+    "",
+    "def add(a, b):\n    return a + b\n",
+    "naïve café — 東京 🚀 <|endoftext|> \t\t  trailing   \n\n",
+    "\ud800 a lone surrogate and \udfff another",
+    Path(tokenizers.__file__).read_text(),
+]
+
+
+@pytest.fixture(autouse=True)
+def fresh_counters():
+    tokenizers.exact_counter.cache_clear()
+    yield
+    tokenizers.exact_counter.cache_clear()
+
+
+@pytest.mark.parametrize("encoding", ["o200k_base", "cl100k_base"])
+def test_bpe_openai_is_preferred_and_counts_what_the_server_counts(encoding):
+    count, name = tokenizers.exact_counter(encoding)
+    assert name == "bpe-openai"
+    assert [count(text) for text in SAMPLES] == [count_tokens(text, encoding) for text in SAMPLES]
+
+
+def test_tiktoken_counts_when_bpe_openai_is_missing(monkeypatch):
+    encoding_for("o200k_base")  # the server's helper puts the bundled vocabulary in tiktoken's cache
+    monkeypatch.setitem(sys.modules, "bpe_openai", None)
+    monkeypatch.setitem(sys.modules, "bpe_openai._bindings", None)
+    count, name = tokenizers.exact_counter("o200k_base")
+    assert name == "tiktoken"
+    assert [count(text) for text in SAMPLES] == [count_tokens(text, "o200k_base") for text in SAMPLES]
+
+
+def test_characters_over_four_only_when_no_tokenizer_is_installed(monkeypatch, caplog):
+    for module in ("bpe_openai", "bpe_openai._bindings", "tiktoken"):
+        monkeypatch.setitem(sys.modules, module, None)
+    assert tokenizers.exact_counter("o200k_base") == (approximate_counter, "approximate")
+    assert "pip install bpe-openai" in caplog.text
+
+
+def test_the_selector_follows_the_policys_encoding():
+    o200k = ToolSelector([], {"encoding": "o200k_base"})
+    cl100k = ToolSelector([], {"encoding": "cl100k_base"})
+    text = SAMPLES[2]
+    assert (o200k.tokenizer, cl100k.tokenizer) == ("bpe-openai", "bpe-openai")
+    assert o200k.counter(text) == count_tokens(text, "o200k_base")
+    assert cl100k.counter(text) == count_tokens(text, "cl100k_base")
+    assert o200k.counter(text) != cl100k.counter(text)
+    assert ToolSelector([], {}).encoding == "o200k_base"
+
+
+def test_an_unknown_encoding_falls_back_to_characters_over_four():
+    assert ToolSelector([], {"encoding": "p50k_base"}).tokenizer == "approximate"

@@ -106,7 +106,7 @@ EVENT_BATCH_SCHEMA: dict[str, Any] = {
             "usage": {"type": "object", "properties": {
                 "input_tokens": _INT32, "output_tokens": _INT32, "cached_tokens": _INT32}},
             "latency_ms": _NUMBER, "system_prompt": _TEXT, "system_prompt_chars": _INT32,
-            "task_message": _TEXT,
+            "task_message": _TEXT, "timed": {"type": "boolean"},
             "messages": {"type": "array", "items": {"type": "object", "required": ["role", "content"], "properties": {
                 "role": _NAME, "content": _TEXT}}}}),
         _event("tool_call", ["session_id", "turn_index", "tool_name"], {
@@ -114,7 +114,8 @@ EVENT_BATCH_SCHEMA: dict[str, Any] = {
             "arguments": _JSON_OBJECT, "output": _TEXT,
             "status": {"type": "string", "enum": ["ok", "error", "denied", "unknown_tool", "schema_error"]},
             "error": _TEXT, "duration_ms": _NUMBER, "retries": _SMALL_COUNT,
-            "approval": {"type": "string", "enum": ["not_required", "approved", "denied", "timed_out"]}}),
+            "approval": {"type": "string", "enum": ["not_required", "approved", "denied", "timed_out"]},
+            "status_from": _NAME, "timed": {"type": "boolean"}}),
         _event("catalog", ["tools"], {"tools": {"type": "array", "items": _TOOL}}),
     ]}}},
 }

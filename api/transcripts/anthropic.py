@@ -81,9 +81,11 @@ def _tool_result(builder: ConversationBuilder, block: JSON, path: str) -> None:
     )
 
 
-def _is_error(value: Any, path: str) -> bool:
+def _is_error(value: Any, path: str) -> bool | None:
+    """The flag, or None when the block leaves it out: then the output's text is classified by
+    the project's error patterns, as in the formats without a flag."""
     if value is None:
-        return False
+        return None
     if not isinstance(value, bool):
         raise TranscriptError("must be a boolean", path)
     return value

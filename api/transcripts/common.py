@@ -134,7 +134,7 @@ class ToolCall:
     turn_index: int
     path: str  # of the call id, for errors found later
     output: str | None = None
-    is_error: bool = False
+    is_error: bool | None = None  # None: the format carries no error flag (the text may tell)
 
 
 @dataclass
@@ -185,7 +185,7 @@ class ConversationBuilder:
         self._calls[call_id] = call
         self.turns[-1].calls.append(call)
 
-    def add_result(self, *, call_id: str, output: str, is_error: bool, id_path: str) -> None:
+    def add_result(self, *, call_id: str, output: str, is_error: bool | None, id_path: str) -> None:
         """The result of an earlier call, matched by the provider's call id."""
         call = self._calls.get(call_id)
         if call is None:

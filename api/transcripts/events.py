@@ -3,13 +3,22 @@ per model request, one tool_call per call.
 
 Ids derive from the session id, the turn index and the provider's call id, so the same transcript
 sent twice maps to the same ids and ingest answers `duplicate` instead of storing it twice.
+
+No format carries a time per message, so none is invented: turns and calls are stamped with the
+session's start (an hour bucket for the rollups) and `timed: false`, and pages draw them by
+order. The transcript is the whole conversation as of its receipt, so its session ends then (a
+session event is an upsert: sending the transcript again, longer or not, moves the end).
+
+A call's status is sent only when the transcript says it: Anthropic's `is_error`, a call to a tool
+never advertised, arguments that are not JSON (with `status_from` naming which). Otherwise the
+worker classifies the output's text by the project's error patterns (telemetry/error_patterns.py).
 """
 
 from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 import orjson
@@ -23,6 +32,7 @@ MAX_ID_LENGTH = 200  # docs/events.md: an event id is 1-200 characters
 class SessionInfo:
     session_id: str
     start: datetime
+    received_at: datetime
     agent_name: str | None
     model: str | None
     metadata: JSON | None
@@ -31,11 +41,19 @@ class SessionInfo:
 def build_events(conversation: Conversation, session: SessionInfo) -> list[JSON]:
     events = [_session_event(session)]
     known = None if conversation.tools is None else {tool["name"] for tool in conversation.tools}
+    at = _iso(session.start)  # not when the turn ran (unknown): `timed: false` says so
     for index, turn in enumerate(conversation.turns):
-        at = _iso(session.start + timedelta(seconds=index))  # 1 s apart so turns sort in order
         events.append(_turn_event(turn, index, conversation.tools, session, at))
         events.extend(_call_event(call, known, session.session_id, at) for call in turn.calls)
+    events.append(_session_end(session))
     return events
+
+
+def _session_end(session: SessionInfo) -> JSON:
+    return {
+        "type": "session", "id": f"{session.session_id}:end", "session_id": session.session_id,
+        "action": "end", "timestamp": _iso(max(session.start, session.received_at)),
+    }
 
 
 def _session_event(session: SessionInfo) -> JSON:
@@ -53,6 +71,7 @@ def _turn_event(turn: Turn, index: int, tools: list[JSON] | None, session: Sessi
         "session_id": session.session_id,
         "index": index,
         "timestamp": at,
+        "timed": False,
     }
     if session.model is not None:
         event["model"] = session.model
@@ -83,9 +102,11 @@ def _call_event(call: ToolCall, known: set[str] | None, session_id: str, at: str
         "call_id": call.call_id,
         "tool_name": call.name,
         "arguments": arguments,
-        "status": _status(call, known, valid_arguments=valid),
         "timestamp": at,
+        "timed": False,
     }
+    if (status := _status(call, known, valid_arguments=valid)) is not None:
+        event["status"], event["status_from"] = status
     if call.output is not None:
         event["output"] = call.output
     return event
@@ -106,14 +127,17 @@ def parse_arguments(raw: Any) -> tuple[JSON, bool]:
     return (parsed, True) if isinstance(parsed, dict) else ({"_raw": raw}, False)
 
 
-def _status(call: ToolCall, known: set[str] | None, *, valid_arguments: bool) -> str:
+def _status(call: ToolCall, known: set[str] | None, *, valid_arguments: bool) -> tuple[str, str] | None:
+    """(status, what said so), or None when the transcript does not say (no flag in the format)."""
     # The most specific cause first: a call to a tool the model was never offered fails whatever
     # its arguments, and arguments that are not JSON explain the error result they get back.
     if known is not None and call.name not in known:
-        return "unknown_tool"
+        return "unknown_tool", "tool not advertised"
     if not valid_arguments:
-        return "schema_error"
-    return "error" if call.is_error else "ok"
+        return "schema_error", "arguments not JSON"
+    if call.is_error is None:
+        return None
+    return ("error" if call.is_error else "ok"), "is_error flag"
 
 
 def _iso(moment: datetime) -> str:

@@ -44,6 +44,7 @@ def map_transcript(body: Any, *, received_at: datetime) -> MappedTranscript:
     session = SessionInfo(
         session_id=session_id_of(body),
         start=_start(body.get("timestamp"), received_at),
+        received_at=_start(None, received_at),
         agent_name=_label(body, "agent_name"),
         model=_label(body, "model"),
         metadata=None if body.get("metadata") is None else expect_object(body["metadata"], "metadata"),

@@ -73,7 +73,7 @@ def _tool(builder: ConversationBuilder, message: JSON, path: str) -> None:
     builder.add_result(
         call_id=expect_str(message.get("tool_call_id"), f"{path}.tool_call_id", empty=False),
         output=content_text(message.get("content"), f"{path}.content"),
-        is_error=False,
+        is_error=None,  # the format has no error field: the project's error patterns read the text
         id_path=f"{path}.tool_call_id",
     )
 

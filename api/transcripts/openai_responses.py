@@ -116,6 +116,6 @@ def _function_call_output(builder: ConversationBuilder, item: JSON, path: str) -
     builder.add_result(
         call_id=expect_str(item.get("call_id"), f"{path}.call_id", empty=False),
         output=content_text(item.get("output"), f"{path}.output"),
-        is_error=False,
+        is_error=None,  # the format has no error field: the project's error patterns read the text
         id_path=f"{path}.call_id",
     )

@@ -47,8 +47,9 @@ def test_resending_a_transcript_creates_nothing_twice(api):
     process_all()
     counts = (Turn.objects.count(), ToolCall.objects.count())
     again = api.post_json(URL, fixture("anthropic")).json()
-    assert again["accepted"] == 1  # the session event is an idempotent upsert; the rest are duplicates
-    assert again["duplicates"] == first["accepted"] - 1
+    # The session's start and end events are idempotent upserts; the rest are duplicates.
+    assert again["accepted"] == 2
+    assert again["duplicates"] == first["accepted"] - 2
     process_all()
     assert (Turn.objects.count(), ToolCall.objects.count()) == counts
 
@@ -82,12 +83,12 @@ def _chat(turns: int) -> dict:
 
 @pytest.mark.django_db
 def test_a_transcript_obeys_the_batch_event_limit(api, settings):
-    settings.INGEST_MAX_EVENTS = 9
-    assert api.post_json(URL, _chat(4)).status_code == 202  # 1 + 4 x 2 = 9 events
-    response = api.post_json(URL, _chat(5))  # 11 events
+    settings.INGEST_MAX_EVENTS = 10
+    assert api.post_json(URL, _chat(4)).status_code == 202  # start + 4 x 2 + end = 10 events
+    response = api.post_json(URL, _chat(5))  # 12 events
     assert response.status_code == 413
     assert response.json()["code"] == "payload_too_large"
-    assert "11 events" in response.json()["detail"]
+    assert "12 events" in response.json()["detail"]
     assert IngestBatch.objects.count() == 1
 
 

@@ -26,9 +26,10 @@ def of_type(mapped: MappedTranscript, event_type: str) -> list[dict[str, Any]]:
 
 
 def call_summary(mapped: MappedTranscript) -> list[tuple[int, str, str, str]]:
-    """(turn_index, call_id, tool_name, status) of every tool call, in event order."""
+    """(turn_index, call_id, tool_name, status) of every tool call, in event order; status "" when
+    the transcript does not say (the worker classifies the output)."""
     return [
-        (event["turn_index"], event["call_id"], event["tool_name"], event["status"])
+        (event["turn_index"], event["call_id"], event["tool_name"], event.get("status", ""))
         for event in of_type(mapped, "tool_call")
     ]
 

@@ -24,12 +24,12 @@ def test_the_fixture_is_detected_as_anthropic_and_keeps_its_session_id():
     assert mapped.events[0]["id"] == "claude-code-7f3a91"
 
 
-def test_the_start_time_is_normalised_to_utc_and_turns_follow_one_second_apart():
+def test_the_start_time_is_normalised_to_utc_and_turns_carry_no_time_of_their_own():
     mapped = map_fixture(FIXTURE)
     turns = of_type(mapped, "turn")
 
     assert mapped.events[0]["timestamp"] == "2026-11-22T10:30:00Z"
-    assert [turn["timestamp"] for turn in turns] == [f"2026-11-22T10:30:0{i}Z" for i in range(7)]
+    assert [(turn["timestamp"], turn["timed"]) for turn in turns] == [("2026-11-22T10:30:00Z", False)] * 7
 
 
 def test_one_turn_per_assistant_message_with_ids_from_the_session():
@@ -82,16 +82,25 @@ def test_messages_hold_text_blocks_only_thinking_and_tool_blocks_are_left_out():
 
 
 def test_tool_calls_with_turns_and_statuses():
+    # "": the result has no is_error, so the transcript does not say; the worker reads the text.
     assert call_summary(map_fixture(FIXTURE)) == [
-        (0, "toolu_01A09q90qw90lq917835lq9", "read_file", "ok"),
-        (0, "toolu_01B7Kx2mWq4Tn8Lz5cVp3RdY", "read_file", "ok"),
+        (0, "toolu_01A09q90qw90lq917835lq9", "read_file", ""),
+        (0, "toolu_01B7Kx2mWq4Tn8Lz5cVp3RdY", "read_file", ""),
         (1, "toolu_01C4Hs9Qe1Vb6Mn3Xk8Jw2Ta", "run_tests", "ok"),
         (2, "toolu_01D8Ry5Kc2Pf7Zt4Gv1Nm6Lx", "edit_file", "error"),
         (3, "toolu_01E2Wn6Xb9Jh3Qs7Fd5Kc1Vm", "git_diff", "unknown_tool"),
-        (3, "toolu_01F5Tm8Lq3Ya6Ue9Rc2Hx4Bn", "edit_file", "ok"),
-        (4, "toolu_01G9Pk4Dz7Wc2Ns5Jb8Qf3Ht", "run_tests", "ok"),
-        (6, "toolu_01H3Lx6Vn1Qe8Ta5Mr9Yc2Kd", "run_tests", "ok"),
+        (3, "toolu_01F5Tm8Lq3Ya6Ue9Rc2Hx4Bn", "edit_file", ""),
+        (4, "toolu_01G9Pk4Dz7Wc2Ns5Jb8Qf3Ht", "run_tests", ""),
+        (6, "toolu_01H3Lx6Vn1Qe8Ta5Mr9Yc2Kd", "run_tests", ""),
     ]
+
+
+def test_an_explicit_is_error_is_sent_as_the_status_with_its_source():
+    calls = calls_by_id(map_fixture(FIXTURE))
+
+    assert calls["toolu_01C4Hs9Qe1Vb6Mn3Xk8Jw2Ta"]["status_from"] == "is_error flag"  # is_error: false
+    assert calls["toolu_01D8Ry5Kc2Pf7Zt4Gv1Nm6Lx"]["status_from"] == "is_error flag"  # is_error: true
+    assert "status_from" not in calls["toolu_01A09q90qw90lq917835lq9"]
 
 
 def test_arguments_are_the_tool_use_input_objects():
@@ -119,7 +128,7 @@ def test_a_call_without_a_result_yet_has_no_output():
     call = calls_by_id(map_fixture(FIXTURE))["toolu_01H3Lx6Vn1Qe8Ta5Mr9Yc2Kd"]
 
     assert "output" not in call
-    assert call["status"] == "ok"
+    assert "status" not in call
 
 
 def test_unknown_tool_wins_over_the_error_flag_of_its_result():
@@ -140,7 +149,7 @@ def test_a_tool_result_without_content_gives_an_empty_output():
     call = of_type(map_transcript(body, received_at=RECEIVED_AT), "tool_call")[0]
 
     assert call["output"] == ""
-    assert call["status"] == "ok"
+    assert "status" not in call
 
 
 def test_the_minimal_fixture_maps_to_exactly_a_session_and_one_turn():
@@ -157,6 +166,7 @@ def test_the_minimal_fixture_maps_to_exactly_a_session_and_one_turn():
             "session_id": sid,
             "index": 0,
             "timestamp": "2026-11-23T08:00:00Z",
+            "timed": False,
             "model": "claude-haiku-4-5",
             "system_prompt": "Answer in one sentence.",
             "task_message": "What does HTTP status 429 mean?",
@@ -165,4 +175,6 @@ def test_the_minimal_fixture_maps_to_exactly_a_session_and_one_turn():
                 {"role": "assistant", "content": "The client sent too many requests and should retry later."},
             ],
         },
+        {"type": "session", "id": f"{sid}:end", "session_id": sid, "action": "end",
+         "timestamp": "2026-11-23T08:00:00Z"},
     ]

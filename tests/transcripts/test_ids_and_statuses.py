@@ -38,7 +38,9 @@ def test_the_same_transcript_maps_to_the_same_events(fixture):
     first = map_transcript(load_fixture(fixture), received_at=RECEIVED_AT)
     again = map_transcript(load_fixture(fixture), received_at=RECEIVED_AT + timedelta(hours=5))
 
-    assert again.events == first.events
+    # The end is the receipt; everything else follows from the body alone.
+    assert again.events[:-1] == first.events[:-1]
+    assert [e["id"] for e in again.events] == [e["id"] for e in first.events]
     assert len({event["id"] for event in first.events}) == len(first.events)
 
 
@@ -49,7 +51,7 @@ def test_without_a_timestamp_only_the_times_follow_the_receipt():
 
     assert _ids(body) == _ids(body, later)
     turns = of_type(map_transcript(body, received_at=later), "turn")
-    assert [turn["timestamp"] for turn in turns[:2]] == ["2026-11-24T08:00:00Z", "2026-11-24T08:00:01Z"]
+    assert [turn["timestamp"] for turn in turns[:2]] == ["2026-11-24T08:00:00Z", "2026-11-24T08:00:00Z"]
 
 
 def test_the_derived_session_id_ignores_labels_format_and_key_order():
@@ -137,7 +139,7 @@ def test_arguments_sent_already_parsed_are_kept():
 
 
 def test_without_a_tools_list_no_call_is_unknown():
-    assert _chat_call("anything", "{}")["status"] == "ok"
+    assert "status" not in _chat_call("anything", "{}")  # the worker classifies its output
 
 
 def test_with_an_empty_tools_list_every_call_is_unknown():

@@ -41,6 +41,7 @@ def test_events_come_in_order_session_then_each_turn_followed_by_its_calls():
         f"{sid}:t5",
         f"{sid}:t6", f"{sid}:call:call_Qn1Fs8vBa3eKx6rHj0mPw2tY",
         f"{sid}:t7",
+        f"{sid}:end",
     ]
 
 
@@ -58,11 +59,11 @@ def test_the_session_event_carries_the_body_labels_and_timestamp():
     }
 
 
-def test_one_turn_per_assistant_message_one_second_apart():
+def test_one_turn_per_assistant_message_with_no_time_of_its_own():
     turns = of_type(map_fixture(FIXTURE), "turn")
 
     assert [turn["index"] for turn in turns] == list(range(8))
-    assert [turn["timestamp"] for turn in turns] == [f"2026-11-22T10:00:0{i}Z" for i in range(8)]
+    assert [(turn["timestamp"], turn["timed"]) for turn in turns] == [("2026-11-22T10:00:00Z", False)] * 8
     assert {turn["model"] for turn in turns} == {"gpt-4o-2024-08-06"}
 
 
@@ -111,14 +112,14 @@ def test_each_turn_lists_the_text_messages_new_at_that_turn():
 
 def test_tool_calls_belong_to_the_turn_that_asked_for_them_with_their_status():
     assert call_summary(map_fixture(FIXTURE)) == [
-        (0, "call_Rk2dW9cXq1TmB7vJ0aLpZ3sN", "read_file", "ok"),
-        (0, "call_8FhQe3VnY6uKd2oPzS5wGx1M", "read_file", "ok"),
-        (1, "call_Jt4mN0bXc7rQa9eWv2kLy5uH", "run_tests", "ok"),
-        (2, "call_Pz6Lk1sDw8fYh3nMq0tRe4cV", "edit_file", "ok"),
+        (0, "call_Rk2dW9cXq1TmB7vJ0aLpZ3sN", "read_file", ""),
+        (0, "call_8FhQe3VnY6uKd2oPzS5wGx1M", "read_file", ""),
+        (1, "call_Jt4mN0bXc7rQa9eWv2kLy5uH", "run_tests", ""),
+        (2, "call_Pz6Lk1sDw8fYh3nMq0tRe4cV", "edit_file", ""),
         (3, "call_Vb3Xn7qKe2mTj5wRa8sLd0fG", "git_diff", "unknown_tool"),
-        (3, "call_Hc9Yp4uZr6bNw1kEq3xMt7aS", "edit_file", "ok"),
-        (4, "call_Ws5Gd2hJm9pVc4yTn6bQk8eL", "run_tests", "ok"),
-        (6, "call_Qn1Fs8vBa3eKx6rHj0mPw2tY", "run_tests", "ok"),
+        (3, "call_Hc9Yp4uZr6bNw1kEq3xMt7aS", "edit_file", ""),
+        (4, "call_Ws5Gd2hJm9pVc4yTn6bQk8eL", "run_tests", ""),
+        (6, "call_Qn1Fs8vBa3eKx6rHj0mPw2tY", "run_tests", ""),
     ]
 
 
@@ -148,11 +149,11 @@ def test_outputs_are_the_tool_messages_text_with_parts_joined():
     )
 
 
-def test_chat_has_no_error_flag_so_an_error_text_stays_ok():
+def test_chat_has_no_error_flag_so_the_mapping_sends_no_status_and_the_worker_reads_the_text():
     call = calls_by_id(map_fixture(FIXTURE))["call_Pz6Lk1sDw8fYh3nMq0tRe4cV"]
 
     assert call["output"].startswith("Error:")
-    assert call["status"] == "ok"
+    assert "status" not in call
 
 
 def test_tool_calls_carry_their_turn_timestamp_and_session():
@@ -208,10 +209,13 @@ def test_the_minimal_fixture_maps_to_exactly_a_session_and_one_turn():
             "session_id": sid,
             "index": 0,
             "timestamp": "2026-11-23T08:00:00Z",
+            "timed": False,
             "task_message": "What does HTTP status 429 mean?",
             "messages": [
                 {"role": "user", "content": "What does HTTP status 429 mean?"},
                 {"role": "assistant", "content": body["messages"][1]["content"]},
             ],
         },
+        {"type": "session", "id": f"{sid}:end", "session_id": sid, "action": "end",
+         "timestamp": "2026-11-23T08:00:00Z"},
     ]

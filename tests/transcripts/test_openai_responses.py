@@ -25,7 +25,7 @@ def test_the_fixture_keeps_its_given_format_and_epoch_timestamp():
     assert load_fixture(FIXTURE)["format"] == "openai_responses"
     assert mapped.format == "openai_responses"
     assert mapped.events[0]["timestamp"] == "2026-11-22T12:00:00Z"
-    assert [t["timestamp"] for t in of_type(mapped, "turn")] == [f"2026-11-22T12:00:0{i}Z" for i in range(6)]
+    assert [(t["timestamp"], t["timed"]) for t in of_type(mapped, "turn")] == [("2026-11-22T12:00:00Z", False)] * 6
 
 
 def test_instructions_and_developer_messages_make_the_system_prompt():
@@ -68,13 +68,13 @@ def test_one_turn_per_run_of_output_items():
 
 def test_tool_calls_with_turns_and_statuses():
     assert call_summary(map_fixture(FIXTURE)) == [
-        (0, "call_a1B2c3D4e5F6g7H8", "read_file", "ok"),
-        (0, "call_i9J0k1L2m3N4o5P6", "read_file", "ok"),
-        (1, "call_q7R8s9T0u1V2w3X4", "run_tests", "ok"),
+        (0, "call_a1B2c3D4e5F6g7H8", "read_file", ""),
+        (0, "call_i9J0k1L2m3N4o5P6", "read_file", ""),
+        (1, "call_q7R8s9T0u1V2w3X4", "run_tests", ""),
         (2, "call_y5Z6a7B8c9D0e1F2", "edit_file", "schema_error"),
         (3, "call_g3H4i5J6k7L8m9N0", "git_diff", "unknown_tool"),
-        (3, "call_o1P2q3R4s5T6u7V8", "edit_file", "ok"),
-        (4, "call_w9X0y1Z2a3B4c5D6", "run_tests", "ok"),
+        (3, "call_o1P2q3R4s5T6u7V8", "edit_file", ""),
+        (4, "call_w9X0y1Z2a3B4c5D6", "run_tests", ""),
     ]
 
 
@@ -132,7 +132,7 @@ def test_reasoning_text_and_calls_of_one_response_are_one_turn():
 def test_a_string_input_is_one_user_message_and_no_model_request_yet():
     events = map_transcript({"format": "openai_responses", "input": "hello"}, received_at=RECEIVED_AT).events
 
-    assert [event["type"] for event in events] == ["session"]
+    assert [event["type"] for event in events] == ["session", "session"]  # its start and end
 
 
 def test_the_minimal_fixture_maps_to_exactly_a_session_and_one_turn():
@@ -148,10 +148,13 @@ def test_the_minimal_fixture_maps_to_exactly_a_session_and_one_turn():
             "session_id": sid,
             "index": 0,
             "timestamp": "2026-11-23T08:00:00Z",
+            "timed": False,
             "task_message": "What does HTTP status 429 mean?",
             "messages": [
                 {"role": "user", "content": "What does HTTP status 429 mean?"},
                 {"role": "assistant", "content": "Too Many Requests: slow down and retry later."},
             ],
         },
+        {"type": "session", "id": f"{sid}:end", "session_id": sid, "action": "end",
+         "timestamp": "2026-11-23T08:00:00Z"},
     ]

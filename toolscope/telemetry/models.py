@@ -10,6 +10,7 @@ from django.core.validators import MinValueValidator
 from django.db import models
 from toolscope_agent.engine.compaction import artifact_id
 
+from toolscope.telemetry.error_patterns import default_error_patterns, validate_error_patterns
 from toolscope.telemetry.fields import JSONTextField
 
 
@@ -24,6 +25,12 @@ class Project(models.Model):
     encoding = models.CharField(max_length=32, choices=Encoding.choices, default=Encoding.O200K_BASE)
     context_window = models.PositiveIntegerField(
         default=200_000, validators=[MinValueValidator(1024)], help_text="Tokens the model accepts."
+    )
+    tool_error_patterns = models.JSONField(
+        default=default_error_patterns, blank=True, validators=[validate_error_patterns],
+        help_text='Tell a failed tool call by its output when the event has no status: a list of '
+        '{"name", "regex" (RE2, matched at the output\'s start with ^), "kind": "error" (status becomes '
+        'error) or "unflagged" (status stays ok; counted as error text, not flagged)}. See docs/events.md.',
     )
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -152,6 +159,9 @@ class Turn(models.Model):
     index = models.PositiveIntegerField()
     model = models.CharField(max_length=200, blank=True)
     started_at = models.DateTimeField()
+    # False when the source carries no time (a transcript): started_at is then the transcript's
+    # start, kept so hourly rollups have a bucket, and pages draw the turn by its order only.
+    time_known = models.BooleanField(default=True, db_default=True)
     advertised_set = models.ForeignKey(
         AdvertisedSet, null=True, blank=True, on_delete=models.PROTECT, related_name="turns"
     )
@@ -228,6 +238,13 @@ class ToolCall(models.Model):
     retries = models.PositiveSmallIntegerField(default=0)
     approval = models.CharField(max_length=16, choices=Approval.choices, default=Approval.NOT_REQUIRED)
     started_at = models.DateTimeField()
+    time_known = models.BooleanField(default=True, db_default=True, help_text="False: started_at is not when it ran.")
+    # What decided `status`: "status field", "is_error flag", "pattern: <name>", or "" (no status
+    # sent and no pattern matched). See telemetry/error_patterns.py.
+    error_rule = models.CharField(max_length=100, blank=True, default="", db_default="")
+    error_text_unflagged = models.BooleanField(
+        default=False, db_default=False, help_text="The output reads like an error, but nothing flagged it."
+    )
     altered = models.BooleanField(
         default=False,
         db_default=False,  # no rewrite of the table when the column is added

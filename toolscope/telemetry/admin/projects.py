@@ -48,7 +48,7 @@ class ProjectAdmin(admin.ModelAdmin):
     list_filter = ["encoding"]
     search_fields = ["slug", "name"]
     readonly_fields = ["created_at", "related_links"]
-    fields = ["slug", "name", "encoding", "context_window", "created_at", "related_links"]
+    fields = ["slug", "name", "encoding", "context_window", "tool_error_patterns", "created_at", "related_links"]
     inlines = [MembershipInline, ApiKeyInline]
     actions = ["create_ingest_key"]
 

@@ -88,7 +88,7 @@ class TurnAdmin(TelemetryAdmin):
     list_defer = ("task_message",)
     search_fields = ["=client_id", "=session__client_id"]
     fields = [
-        "project", "session", "client_id", "index", "model", "started_at", "created_at",
+        "project", "session", "client_id", "index", "model", "started_at", "time_known", "created_at",
         "input_tokens", "output_tokens", "cached_tokens", "latency_ms", "system_prompt_chars",
         "tool_calls_link", "task_message_text", "advertised_tools_json",
     ]
@@ -124,14 +124,16 @@ class AdvertisedSetAdmin(TelemetryAdmin):
 
 @admin.register(ToolCall)
 class ToolCallAdmin(TelemetryAdmin):
-    list_display = ["tool_name", "status", "duration_ms", "session", "project", "started_at"]
-    list_filter = ["status", "project", ToolNameFilter, "approval", "altered", ("started_at", DATE_FILTER)]
+    list_display = ["tool_name", "status", "error_rule", "duration_ms", "session", "project", "started_at"]
+    list_filter = ["status", "error_text_unflagged", "project", ToolNameFilter, "approval", "altered",
+                   "time_known", ("started_at", DATE_FILTER)]
     list_select_related = ["session", "project"]
     list_defer = ("arguments", "output", "error")
     search_fields = ["tool_name", "=client_id", "=call_id", "=session__client_id"]
     fields = [
         "project", "session", "turn", "turn_index", "client_id", "call_id", "tool_name", "status",
-        "approval", "duration_ms", "retries", "started_at", "created_at", "artifact", "altered",
+        "error_rule", "error_text_unflagged", "approval", "duration_ms", "retries", "started_at", "time_known",
+        "created_at", "artifact", "altered",
         "arguments_json", "output_text", "error_text",
     ]
     readonly_fields = fields

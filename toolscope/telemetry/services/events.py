@@ -126,6 +126,12 @@ def duration(value: Any, path: str) -> float:
     return float(value)
 
 
+def boolean(value: Any, path: str) -> bool:
+    if not isinstance(value, bool):
+        raise Rejected("must be true or false", path)
+    return value
+
+
 def mapping(value: Any, path: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise Rejected("must be an object", path)
@@ -258,14 +264,15 @@ SPECS: dict[str, Check] = {
         {**COMMON, "session_id": identifier, "index": count, "model": short_text,
          "tools": list_of(tool_definition), "usage": usage, "latency_ms": duration,
          "system_prompt": text, "system_prompt_chars": count, "task_message": text,
-         "messages": list_of(message)},
+         "messages": list_of(message), "timed": boolean},
         ("session_id", "index"),
     ),
     "tool_call": fields(
         {**COMMON, "session_id": identifier, "turn_index": count, "call_id": short_text,
          "tool_name": identifier, "arguments": json_object, "output": text,
          "status": choice(*ToolCallStatus.values), "error": text, "duration_ms": duration,
-         "retries": small_count, "approval": choice(*Approval.values)},
+         "retries": small_count, "approval": choice(*Approval.values), "status_from": short_text,
+         "timed": boolean},
         ("session_id", "turn_index", "tool_name"),
     ),
     "catalog": fields({**COMMON, "tools": list_of(full_tool_definition)}, ("tools",)),

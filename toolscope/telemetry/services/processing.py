@@ -24,6 +24,7 @@ from toolscope_agent.engine.duplicates import normalize_output, normalized_finge
 from toolscope_agent.engine.schemas import canonical_json, schema_hash
 
 from toolscope.policies.services.catalog import catalog_upsert
+from toolscope.telemetry.error_patterns import classify
 from toolscope.telemetry.models import BatchStatus, IngestBatch, Project, Session, ToolCall, Turn
 from toolscope.telemetry.services.accounting import BatchConflictError, sessions_account
 from toolscope.telemetry.services.advertised import advertised_sets_resolve
@@ -290,7 +291,8 @@ def _turn_rows(project: Project, sessions: dict[str, Session], events: list[dict
         {
             "id": pk, "project_id": project.pk, "session_id": sessions[event["session_id"]].pk,
             "client_id": event["id"], "index": event["index"], "model": event.get("model", ""),
-            "started_at": _when(event["timestamp"]), "advertised_set_id": advertised.pk if advertised else None,
+            "started_at": _when(event["timestamp"]), "time_known": event.get("timed", True),
+            "advertised_set_id": advertised.pk if advertised else None,
             "input_tokens": event.get("usage", {}).get("input_tokens"),
             "output_tokens": event.get("usage", {}).get("output_tokens"),
             "cached_tokens": event.get("usage", {}).get("cached_tokens"),
@@ -346,14 +348,20 @@ def _tool_calls_new(
     rows = []
     for i, event in enumerate(events):
         session_id = sessions[event["session_id"]].pk
+        # Classified here rather than when the API maps a transcript: one place for every way in
+        # (ingest events without a status, all three transcript formats, OTLP), the project row
+        # is loaded already, and the request path stays one write (DESIGN.md, Scale).
+        verdict = classify(event=event, patterns=project.tool_error_patterns)
         rows.append({
             "id": ids[i], "project_id": project.pk, "session_id": session_id,
             "turn_id": turn_ids.get((session_id, event["turn_index"])), "turn_index": event["turn_index"],
             "client_id": event["id"], "call_id": event.get("call_id", ""), "tool_name": event["tool_name"],
-            "arguments": event.get("arguments", {}), "output": outputs[i], "status": event.get("status", "ok"),
+            "arguments": event.get("arguments", {}), "output": outputs[i], "status": verdict.status,
+            "error_rule": verdict.rule[:100], "error_text_unflagged": verdict.unflagged,
             "error": event.get("error", ""), "duration_ms": event.get("duration_ms"),
             "retries": event.get("retries", 0), "approval": event.get("approval", "not_required"),
-            "started_at": _when(event["timestamp"]), "altered": bool(event.get("altered")),
+            "started_at": _when(event["timestamp"]), "time_known": event.get("timed", True),
+            "altered": bool(event.get("altered")),
             # Whitespace-only outputs carry nothing to repeat: never duplicates.
             "output_hash": normalized_fingerprint(normalized) if (normalized := normalize_output(outputs[i])) else "",
             "output_tokens": counts[i], "argument_tokens": counts[len(events) + i], "created_at": now,

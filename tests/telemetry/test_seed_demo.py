@@ -23,7 +23,7 @@ from toolscope.policies.services.documents import policy_document_build
 from toolscope.policies.services.publish import policy_etag
 from toolscope.telemetry.demo.catalog import CATALOG
 from toolscope.telemetry.demo.generator import CONTEXT_WINDOW, sessions_generate
-from toolscope.telemetry.demo.repo import LEGACY_PATH
+from toolscope.telemetry.demo.repo import LEGACY_PATH, legacy_page, legacy_text, numbered
 from toolscope.telemetry.models import Membership, Project, Role, Session, ToolCall, Turn
 from toolscope.telemetry.services.api_keys import api_key_verify
 
@@ -323,3 +323,8 @@ def test_the_tool_search_tool_answers_from_the_catalog_as_the_sdk_would():
         if call.status == "ok":
             hits = search_tools(catalog, call.arguments["query"], top_k=8)
             assert call.output == "\n".join(hit.summary for hit in hits)
+
+
+def test_a_legacy_page_is_what_read_file_shows_for_that_offset_and_limit():
+    assert legacy_page(201, 200) == numbered(legacy_text(), offset=201, limit=200)
+    assert legacy_page(201, 200).splitlines()[0].split("\t")[0].strip() == "201"

@@ -56,6 +56,39 @@ def test_logging_in_shows_the_overview_with_its_charts_and_no_console_error(brow
     assert browsing.errors == []
 
 
+# Every number followed by its unit (7 d, 24 h, +1.5 pp, 12.3%, 1.2k) in the KPI cards whose
+# text is laid out on more than one line: a Range over text that wraps has a rect per line.
+_SPLIT_AMOUNTS = r"""() => {
+    const amount = /[+\u2212-]?[\d.,]+[\s\u00a0]?(?:pp|%|d|h|k|M|B)(?![\w])/g;
+    const split = [];
+    for (const card of document.querySelectorAll(".kpi")) {
+        const walker = document.createTreeWalker(card, NodeFilter.SHOW_TEXT);
+        for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+            for (const match of node.data.matchAll(amount)) {
+                const range = document.createRange();
+                range.setStart(node, match.index);
+                range.setEnd(node, match.index + match[0].length);
+                const lines = new Set([...range.getClientRects()].map(rect => Math.round(rect.top)));
+                if (lines.size > 1) split.push(match[0]);
+            }
+        }
+    }
+    return split;
+}"""
+
+
+@pytest.mark.parametrize("width", [390, 820, 1180, 1366])
+def test_kpi_cards_never_split_a_value_from_its_unit(browsing, demo, width):
+    browsing.page.set_viewport_size({"width": width, "height": 900})
+    browsing.log_in(demo)
+    for range_key in ("24h", "7d", "30d"):
+        browsing.open(f"/p/{demo.slug}/?range={range_key}")
+        assert browsing.page.locator(".kpi").count() == 8
+        assert browsing.page.evaluate(_SPLIT_AMOUNTS) == [], (width, range_key)
+    browsing.shot(f"kpis-{width}")
+    assert browsing.errors == []
+
+
 def test_clicking_a_column_header_sorts_the_tools_table(browsing, demo):
     browsing.log_in(demo)
     browsing.open(f"/p/{demo.slug}/tools/")
@@ -125,7 +158,9 @@ def test_the_always_on_set_is_edited_published_and_served_to_agents(browsing, de
         page.click("form.test-inline button")
     assert int(page.locator("[data-sent-count]").inner_text()) > 0
     browsing.shot("policy-test-a-message")
+    # The demo serves v1 to production and v2 to staging; its draft differs from both.
     _publish(browsing, "the demo's draft as it came", "policy-publish-first")
+    assert "production" in page.locator("tr#v3").inner_text()
 
     with page.expect_navigation():
         page.click("nav.tabs >> text=Draft")
@@ -143,7 +178,7 @@ def test_the_always_on_set_is_edited_published_and_served_to_agents(browsing, de
     browsing.shot("policy-draft-saved")
 
     _publish(browsing, "git_diff always on, bash on demand", "policy-publish-diff")
-    row = page.locator("tr#v2")
+    row = page.locator("tr#v4")
     assert "git_diff always on, bash on demand" in row.inner_text() and "production" in row.inner_text()
     assert page.locator("[data-changes]").inner_text() == "selection.always_on: + git_diff, - bash"
     browsing.shot("policy-versions")
@@ -154,5 +189,5 @@ def test_the_always_on_set_is_edited_published_and_served_to_agents(browsing, de
                        headers={"Authorization": f"Bearer {key.secret}"}, timeout=10)
     assert served.status_code == 200
     document = served.json()
-    assert (document["version"], document["label"]) == (2, "production")
+    assert (document["version"], document["label"]) == (4, "production")
     assert "git_diff" in document["selection"]["always_on"] and "bash" not in document["selection"]["always_on"]

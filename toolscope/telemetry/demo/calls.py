@@ -52,7 +52,7 @@ LEGACY_PAGE = 200  # lines per read: a page stays under production's read_file c
 def _legacy_page(state: SessionState) -> CallResult:
     start = state.legacy_line
     state.legacy_line += LEGACY_PAGE
-    text = repo.numbered(repo.legacy_text(), offset=start, limit=LEGACY_PAGE)
+    text = repo.legacy_page(start, LEGACY_PAGE)
     arguments = {"path": repo.LEGACY_PATH, "offset": start, "limit": LEGACY_PAGE}
     return CallResult(arguments, text, duration_ms=_ms(state.rng, 2, 20))
 

@@ -206,19 +206,31 @@ def session_budget(turns: Sequence[dict[str, Any]], *, components: Sequence[tupl
 
 
 def session_timeline(calls: Sequence[dict[str, Any]]) -> go.Figure:
-    """Each tool call as a bar from its start (seconds after the session started) for its duration."""
+    """Each tool call as a bar from its start (seconds after the session started) for its duration.
+    When any call's time is unknown (offset_s None: a transcript), every call is drawn by its
+    order instead, one step each: no time axis is drawn that the data does not have."""
     labels = [f"#{call['turn_index']} {call['tool_name']}" for call in calls]
     colors = [COLORS["calls"] if call["status"] == "ok" else COLORS["errors"] for call in calls]
-    durations = [max((call["duration_ms"] or 0) / 1000, 0.05) for call in calls]
+    timed = all(call["offset_s"] is not None for call in calls)
+    if timed:
+        widths = [max((call["duration_ms"] or 0) / 1000, 0.05) for call in calls]
+        starts = [call["offset_s"] for call in calls]
+        hover = "%{customdata[0]} (%{customdata[1]})<br>start %{base:.1f} s, %{customdata[2]} ms<extra></extra>"
+        title = "Tool calls over the session"
+        xaxis = {"title": "seconds since the session started"}
+    else:
+        widths, starts = [0.9] * len(calls), list(range(len(calls)))
+        hover = "%{customdata[0]} (%{customdata[1]})<br>call %{y} in order; time not recorded<extra></extra>"
+        title = "Tool calls in order (the source records no times)"
+        xaxis = {"title": "order of the calls", "dtick": 1}
     bar = go.Bar(
-        x=durations, base=[call["offset_s"] for call in calls], y=list(range(len(calls))), orientation="h",
+        x=widths, base=starts, y=list(range(len(calls))), orientation="h",
         marker={"color": colors}, customdata=[[label, call["status"], call["duration_ms"]] for label, call in
                                               zip(labels, calls, strict=True)],
-        hovertemplate="%{customdata[0]} (%{customdata[1]})<br>start %{base:.1f} s, %{customdata[2]} ms<extra></extra>",
+        hovertemplate=hover,
     )
     height = max(220, 60 + 16 * len(calls))
-    return _figure([bar], title="Tool calls over the session", height=min(height, 900), hovermode="closest",
-                   showlegend=False, margin={"t": 40},
-                   xaxis={"title": "seconds since the session started"},
+    return _figure([bar], title=title, height=min(height, 900), hovermode="closest",
+                   showlegend=False, margin={"t": 40}, xaxis=xaxis,
                    yaxis={"autorange": "reversed", "tickvals": list(range(len(calls))), "ticktext": labels,
                           "rangemode": "normal"})

@@ -79,7 +79,8 @@ def session_get(*, project_id: int, client_id: str) -> Session | None:
     return Session.objects.filter(project_id=project_id, client_id=client_id).first()
 
 
-TURN_COLUMNS = ("id", "index", "model", "started_at", "task_message", "messages", "input_tokens", "output_tokens",
+TURN_COLUMNS = ("id", "index", "model", "started_at", "time_known", "task_message", "messages", "input_tokens",
+                "output_tokens",
                 "cached_tokens", "latency_ms", "system_prompt_tokens", "schema_tokens", "message_tokens",
                 "tool_output_tokens", "estimated_input_tokens", "window_share", "near_window",
                 "advertised_set__tool_count")
@@ -91,7 +92,8 @@ def session_turns(*, session_id: int) -> list[dict[str, Any]]:
 
 
 CALL_COLUMNS = ("id", "turn_index", "client_id", "call_id", "tool_name", "arguments", "output", "status", "error",
-                "duration_ms", "retries", "approval", "started_at", "output_tokens", "argument_tokens",
+                "error_rule", "error_text_unflagged", "duration_ms", "retries", "approval", "started_at", "time_known",
+                "output_tokens", "argument_tokens",
                 "duplicate_of_id", "duplicate_tokens", "placeholder", "artifact_id", "artifact__original",
                 "artifact__compacted", "artifact__tokens_before", "artifact__tokens_after", "artifact__strategy")
 
@@ -106,10 +108,11 @@ def session_calls(*, session_id: int) -> list[dict[str, Any]]:
 def session_transcript(*, turns: list[dict[str, Any]], calls: list[dict[str, Any]],
                        started_at: datetime) -> list[dict[str, Any]]:
     """Turns with their calls attached (pure). Calls whose turn was never recorded go to a
-    stand-in turn, so no call is dropped. Each call gets its offset from the session start."""
+    stand-in turn, so no call is dropped. Each call gets its offset from the session start, or
+    None when its source recorded no time (a transcript): it is then drawn by its order only."""
     by_index: dict[int, list[dict[str, Any]]] = {}
     for call in calls:
-        call["offset_s"] = (call["started_at"] - started_at).total_seconds()
+        call["offset_s"] = (call["started_at"] - started_at).total_seconds() if call["time_known"] else None
         by_index.setdefault(call["turn_index"], []).append(call)
     out = [{**turn, "calls": by_index.pop(turn["index"], [])} for turn in turns]
     for index in sorted(by_index):

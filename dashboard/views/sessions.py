@@ -17,7 +17,8 @@ LIST_COLUMNS = ("client_id", "agent_name", "model", "started_at", "ended_at", "t
 TURN_COLUMNS = ("index", "started_at", "model", *(key for key, _ in selectors.COMPONENTS), "estimated_input_tokens",
                 "input_tokens", "output_tokens", "cached_tokens", "window_share", "near_window")
 CALL_COLUMNS = ("turn_index", "offset_s", "started_at", "tool_name", "status", "duration_ms", "output_tokens",
-                "duplicate_of_id", "duplicate_tokens", "artifact__tokens_before", "artifact__tokens_after", "error")
+                "duplicate_of_id", "duplicate_tokens", "artifact__tokens_before", "artifact__tokens_after", "error",
+                "time_known", "error_rule", "error_text_unflagged")
 
 
 @project_view()
@@ -73,6 +74,7 @@ def session_detail(request: HttpRequest, access: ProjectAccess, client_id: str) 
         range_form=range_form, session=session, turns=turns, calls=calls, transcript=transcript,
         artifacts=[call for call in calls if call["artifact_id"]],
         call_turns={call["id"]: call["turn_index"] for call in calls},
+        unflagged=sum(call["error_text_unflagged"] for call in calls),
         charts={key: charts.chart_json(figure) for key, figure in figures.items()},
     )
 

@@ -21,7 +21,9 @@ COLORS = {
     "system_prompt_tokens": "#9aa5b1",
     "schema_tokens": "#e8743b",
     "message_tokens": "#4c78a8",
+    "call_tokens": "#b279a2",
     "tool_output_tokens": "#54a24b",
+    "unattributed_tokens": "#d3d3d3",
     "provider": "#222222",
     "calls": "#4c78a8",
     "errors": "#d64545",
@@ -69,6 +71,11 @@ def tokens_by_component(rows: Sequence[dict[str, Any]], *, components: Sequence[
                    line={"width": 0.5, "color": COLORS[key]}, fillcolor=COLORS[key])
         for key, label in components
     ]
+    # Stacked last: where every turn has a provider count, the stack's top is the provider's line.
+    traces.append(go.Scatter(
+        x=x, y=[row["unattributed_tokens"] for row in rows], name="Unattributed (provider minus estimate)",
+        stackgroup="budget", mode="lines", line={"width": 0.5, "color": COLORS["unattributed_tokens"]},
+        fillcolor=COLORS["unattributed_tokens"]))
     traces.append(go.Scatter(x=x, y=[row["provider_input_tokens"] for row in rows], name="Input (provider)",
                              mode="lines", line={"color": COLORS["provider"], "width": 1.5, "dash": "dot"}))
     return _figure(traces, title=f"Input tokens by component, per {bucket}", yaxis={"title": "tokens"})
@@ -179,6 +186,10 @@ def session_budget(turns: Sequence[dict[str, Any]], *, components: Sequence[tupl
         go.Bar(x=x, y=[turn[key] or 0 for turn in turns], name=label, marker={"color": COLORS[key]})
         for key, label in components
     ]
+    # On the turns the provider reported: components plus this bar reach its marker exactly.
+    traces.append(go.Bar(x=x, y=[turn.get("unattributed_tokens") for turn in turns],
+                         name="Unattributed (provider minus estimate)",
+                         marker={"color": COLORS["unattributed_tokens"]}))
     reported = [(turn["index"], turn["input_tokens"]) for turn in turns if turn["input_tokens"] is not None]
     marker = {"color": COLORS["provider"], "symbol": "diamond", "size": 8}
     traces.append(go.Scatter(x=[i for i, _ in reported], y=[v for _, v in reported], mode="markers",

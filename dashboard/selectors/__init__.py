@@ -6,7 +6,7 @@ single tool's histograms and recent errors and a single session's page read raw 
 LIMIT or one session's key.
 """
 
-from dashboard.selectors.common import COMPONENTS, projects_for_user
+from dashboard.selectors.common import COMPONENTS, UNATTRIBUTED, projects_for_user
 from dashboard.selectors.keys import api_key_get, api_key_list
 from dashboard.selectors.overview import Kpi, dead_weight, overview_kpis, token_series, tool_usage, top_by
 from dashboard.selectors.sessions import (
@@ -35,7 +35,8 @@ from dashboard.selectors.tools import (
 )
 
 __all__ = [
-    "COMPONENTS", "PAGE_SIZE", "SAMPLE_SIZE", "Kpi", "SessionPage", "VersionRow", "api_key_get", "api_key_list",
+    "COMPONENTS", "PAGE_SIZE", "SAMPLE_SIZE", "UNATTRIBUTED", "Kpi", "SessionPage", "VersionRow", "api_key_get",
+    "api_key_list",
     "catalog_rows", "dead_weight", "overview_kpis", "projects_for_user", "session_calls", "session_export",
     "session_facets", "session_get", "session_list", "session_transcript", "session_turns", "token_series",
     "tool_call_sample", "tool_errors", "tool_get", "tool_seen", "tool_series", "tool_table", "tool_table_arrange",

@@ -12,12 +12,17 @@ from django.db.models.functions import TruncDay
 from toolscope.telemetry.models import Project
 
 # Turn budget components, in stacking order: (ProjectHourly / Turn field, label).
+# What each holds: README, "How the numbers are made".
 COMPONENTS = (
     ("system_prompt_tokens", "System prompt"),
     ("schema_tokens", "Tool schemas"),
     ("message_tokens", "Messages"),
+    ("call_tokens", "Tool calls (arguments)"),
     ("tool_output_tokens", "Tool outputs"),
 )
+# The provider's count minus the estimate, over the turns the provider reported: what no
+# component explains (negative where the estimate is larger). Components plus it make the bill.
+UNATTRIBUTED = ("unattributed_tokens", "Unattributed")
 STEP = {"hour": timedelta(hours=1), "day": timedelta(days=1)}
 
 

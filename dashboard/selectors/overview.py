@@ -8,22 +8,27 @@ from typing import Any
 
 from django.db.models import F, Max, Q, Sum
 
-from dashboard.selectors.common import COMPONENTS, bucket_sums, ratio, zero_filled
+from dashboard.selectors.common import COMPONENTS, UNATTRIBUTED, bucket_sums, ratio, zero_filled
 from toolscope.telemetry.models import ProjectHourly, ToolHourly
 
 # (key, label, kind, better): a ProjectHourly sum or a ratio of two; better is "up", "down" or "".
+# A share's label names its denominator.
 KPI_SPECS = (
     ("sessions", "Sessions", "count", ""),
     ("turns", "Turns", "count", ""),
     ("tool_calls", "Tool calls", "count", ""),
     ("provider_input_tokens", "Input tokens (provider)", "count", ""),
-    ("schema_share", "Input spent on tool schemas", "share", "down"),
+    ("schema_share", "Tool schemas, of provider-reported input", "share", "down"),
+    ("unattributed_share", "Unattributed, of provider-reported input", "share", ""),
     ("duplicate_tokens", "Duplicate tokens", "count", "down"),
     ("compaction_savings", "Compaction savings", "count", "up"),
-    ("error_rate", "Tool call error rate", "share", "down"),
+    ("error_rate", "Tool call errors, of calls", "share", "down"),
 )
+# When no turn of the range has a provider count, the schema share falls back to the estimate.
+ESTIMATED_SCHEMA_LABEL = "Tool schemas, of estimated input (no provider counts)"
 KPI_SUMS = ("sessions", "turns", "tool_calls", "errors", "provider_input_tokens", "schema_tokens",
-            "estimated_input_tokens", "duplicate_tokens", "compaction_savings")
+            "estimated_input_tokens", "duplicate_tokens", "compaction_savings", "reported_turns",
+            "reported_schema_tokens", "reported_estimated_tokens")
 
 
 @dataclass(frozen=True)
@@ -65,7 +70,14 @@ class Kpi:
 
 def _kpi_values(sums: dict[str, int]) -> dict[str, float | None]:
     values: dict[str, float | None] = {key: sums[key] for key in KPI_SUMS}
-    values["schema_share"] = ratio(sums["schema_tokens"], sums["estimated_input_tokens"])
+    provider = sums["provider_input_tokens"]
+    if sums["reported_turns"]:
+        # The same turns above and below the line: the provider's count, and those turns' schemas.
+        values["schema_share"] = ratio(sums["reported_schema_tokens"], provider)
+        values["unattributed_share"] = ratio(provider - sums["reported_estimated_tokens"], provider)
+    else:
+        values["schema_share"] = ratio(sums["schema_tokens"], sums["estimated_input_tokens"])
+        values["unattributed_share"] = None
     values["error_rate"] = ratio(sums["errors"], sums["tool_calls"])
     return values
 
@@ -80,15 +92,21 @@ def overview_kpis(*, project_id: int, start: datetime, end: datetime) -> list[Kp
     )
     current = _kpi_values({name: totals[f"cur__{name}"] for name in KPI_SUMS})
     previous = _kpi_values({name: totals[f"prev__{name}"] for name in KPI_SUMS})
-    return [Kpi(key, label, kind, better, current[key], previous[key]) for key, label, kind, better in KPI_SPECS]
+    labels = {"schema_share": ESTIMATED_SCHEMA_LABEL} if not totals["cur__reported_turns"] else {}
+    return [Kpi(key, labels.get(key, label), kind, better, current[key], previous[key])
+            for key, label, kind, better in KPI_SPECS]
 
 
 def token_series(*, project_id: int, start: datetime, end: datetime, bucket: str) -> list[dict[str, Any]]:
     """Tokens by component per hour or day, empty buckets as zeros: one query."""
-    names = (*(name for name, _ in COMPONENTS), "estimated_input_tokens", "provider_input_tokens")
+    names = (*(name for name, _ in COMPONENTS), "estimated_input_tokens", "provider_input_tokens",
+             "reported_estimated_tokens")
     queryset = ProjectHourly.objects.filter(project_id=project_id, hour__gte=start, hour__lt=end)
-    rows = bucket_sums(queryset, bucket=bucket, names=names)
-    return zero_filled(rows, start=start, end=end, bucket=bucket, names=names)
+    rows = zero_filled(bucket_sums(queryset, bucket=bucket, names=names), start=start, end=end, bucket=bucket,
+                       names=names)
+    for row in rows:
+        row[UNATTRIBUTED[0]] = (row["provider_input_tokens"] or 0) - (row["reported_estimated_tokens"] or 0)
+    return rows
 
 
 USAGE_SUMS = ("calls", "errors", "output_tokens", "duplicates", "duplicate_tokens", "compaction_savings",

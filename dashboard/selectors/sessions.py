@@ -82,13 +82,18 @@ def session_get(*, project_id: int, client_id: str) -> Session | None:
 TURN_COLUMNS = ("id", "index", "model", "started_at", "time_known", "task_message", "messages", "input_tokens",
                 "output_tokens",
                 "cached_tokens", "latency_ms", "system_prompt_tokens", "schema_tokens", "message_tokens",
-                "tool_output_tokens", "estimated_input_tokens", "window_share", "near_window",
+                "call_tokens", "tool_output_tokens", "estimated_input_tokens", "window_share", "near_window",
                 "advertised_set__tool_count")
 
 
 def session_turns(*, session_id: int) -> list[dict[str, Any]]:
-    """The session's turns in order, with their budget: one query."""
-    return list(Turn.objects.filter(session_id=session_id).order_by("index").values(*TURN_COLUMNS))
+    """The session's turns in order, with their budget and, where the provider reported input,
+    the tokens no component explains: one query."""
+    turns = list(Turn.objects.filter(session_id=session_id).order_by("index").values(*TURN_COLUMNS))
+    for turn in turns:
+        reported, estimated = turn["input_tokens"], turn["estimated_input_tokens"]
+        turn["unattributed_tokens"] = None if reported is None or estimated is None else reported - estimated
+    return turns
 
 
 CALL_COLUMNS = ("id", "turn_index", "client_id", "call_id", "tool_name", "arguments", "output", "status", "error",

@@ -9,7 +9,7 @@ from dashboard.permissions import ProjectAccess, project_view
 from dashboard.views.common import csv_name, csv_response, csv_rows, range_from, render_page
 
 TOKEN_COLUMNS = ("bucket", *(key for key, _ in selectors.COMPONENTS), "estimated_input_tokens",
-                 "provider_input_tokens")
+                 "provider_input_tokens", selectors.UNATTRIBUTED[0])
 USAGE_COLUMNS = ("name", "calls", "errors", "schema_tokens", "times_advertised", "times_called")
 TOP = 10
 # One unit per column: counts change by a ratio (0.25 is +25%), shares (ratios 0 to 1) by

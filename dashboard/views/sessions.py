@@ -15,7 +15,8 @@ from toolscope.telemetry.models import Session
 LIST_COLUMNS = ("client_id", "agent_name", "model", "started_at", "ended_at", "turn_count", "tool_call_count",
                 "error_count", "duplicate_tokens", "max_window_share", "near_window")
 TURN_COLUMNS = ("index", "started_at", "model", *(key for key, _ in selectors.COMPONENTS), "estimated_input_tokens",
-                "input_tokens", "output_tokens", "cached_tokens", "window_share", "near_window")
+                "input_tokens", selectors.UNATTRIBUTED[0], "output_tokens", "cached_tokens", "window_share",
+                "near_window")
 CALL_COLUMNS = ("turn_index", "offset_s", "started_at", "tool_name", "status", "duration_ms", "output_tokens",
                 "duplicate_of_id", "duplicate_tokens", "artifact__tokens_before", "artifact__tokens_after", "error",
                 "time_known", "error_rule", "error_text_unflagged")

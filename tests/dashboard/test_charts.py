@@ -16,14 +16,18 @@ T0 = datetime(2026, 11, 20, tzinfo=UTC)
 
 def _series(n=3):
     return [{"bucket": T0 + timedelta(hours=h), "system_prompt_tokens": 10, "schema_tokens": 20, "message_tokens": 5,
-             "tool_output_tokens": h, "provider_input_tokens": 40} for h in range(n)]
+             "call_tokens": 2, "tool_output_tokens": h, "provider_input_tokens": 40,
+             "unattributed_tokens": 40 - (37 + h)} for h in range(n)]
 
 
-def test_tokens_chart_stacks_the_four_components_and_draws_the_provider_line():
+def test_tokens_chart_stacks_the_components_and_the_unattributed_band_up_to_the_provider_line():
     figure = charts.tokens_by_component(_series(), components=COMPONENTS, bucket="hour")
     stacked = [trace for trace in figure.data if trace.stackgroup == "budget"]
-    assert [trace.name for trace in stacked] == ["System prompt", "Tool schemas", "Messages", "Tool outputs"]
+    assert [trace.name for trace in stacked] == ["System prompt", "Tool schemas", "Messages", "Tool calls (arguments)",
+                                                 "Tool outputs", "Unattributed (provider minus estimate)"]
     assert list(figure.data[-1].y) == [40, 40, 40]
+    tops = [sum(trace.y[h] for trace in stacked) for h in range(3)]
+    assert tops == [40, 40, 40]  # components plus the band make the provider's count
 
 
 def test_chart_json_is_safe_inside_a_script_element():
@@ -40,8 +44,8 @@ def test_figures_use_our_small_template_not_plotlys_default():
 
 def test_session_budget_draws_the_window_and_opens_zoomed_far_below_it():
     turns = [{"index": i, "system_prompt_tokens": 100, "schema_tokens": 100, "message_tokens": None,
-              "tool_output_tokens": 10 * i, "estimated_input_tokens": 200 + 10 * i, "input_tokens": 250 if i else None}
-             for i in range(3)]
+              "call_tokens": 0, "tool_output_tokens": 10 * i, "estimated_input_tokens": 200 + 10 * i,
+              "input_tokens": 250 if i else None} for i in range(3)]
     figure = charts.session_budget(turns, components=COMPONENTS, context_window=200_000)
     assert figure.layout.shapes[0].y0 == 200_000
     assert figure.layout.yaxis.range[1] < 1000
@@ -110,7 +114,7 @@ def test_the_log_histogram_labels_its_ticks_in_the_unit():
 
 def test_session_budget_of_a_session_near_its_window_shows_the_whole_window():
     turns = [{"index": i, "system_prompt_tokens": 3000, "schema_tokens": 9000, "message_tokens": 100,
-              "tool_output_tokens": 40_000 * i, "estimated_input_tokens": 12_100 + 40_000 * i,
+              "call_tokens": 0, "tool_output_tokens": 40_000 * i, "estimated_input_tokens": 12_100 + 40_000 * i,
               "input_tokens": 12_500 + 40_000 * i} for i in range(5)]
     figure = charts.session_budget(turns, components=COMPONENTS, context_window=200_000)
     assert figure.layout.yaxis.range[1] >= 200_000

@@ -22,12 +22,13 @@ def _csv(client, name, *args, **params):
 @pytest.mark.django_db
 def test_tokens_csv_has_a_row_per_bucket(viewer_client, activity):
     rows = _csv(viewer_client, "tokens_csv", "acme", range="24h")
-    assert rows[0] == ["bucket", "system_prompt_tokens", "schema_tokens", "message_tokens", "tool_output_tokens",
-                       "estimated_input_tokens", "provider_input_tokens"]
+    assert rows[0] == ["bucket", "system_prompt_tokens", "schema_tokens", "message_tokens", "call_tokens",
+                       "tool_output_tokens", "estimated_input_tokens", "provider_input_tokens", "unattributed_tokens"]
     assert len(rows) == 1 + 24
     # 3 sessions x 2 turns x the builder's budget.
     assert sum(int(row[2]) for row in rows[1:]) == 6 * 300
-    assert sum(int(row[6]) for row in rows[1:]) == 6 * 1600
+    assert sum(int(row[7]) for row in rows[1:]) == 6 * 1600
+    assert sum(int(row[8]) for row in rows[1:]) == 6 * (1600 - 1500)  # provider minus estimate
 
 
 @pytest.mark.django_db

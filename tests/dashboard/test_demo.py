@@ -56,3 +56,20 @@ def test_the_publish_page_has_changes_to_show_against_either_label(admin_client,
     response = admin_client.get(reverse("dashboard:policy_publish", args=[demo.slug]), {"label": label})
     assert response.status_code == 200
     assert response.context["changes"]
+
+
+def test_every_demo_turn_the_provider_reported_adds_up_to_its_bill(viewer_client, demo):
+    """Issue 12: the budget's components plus what no component explains equal the provider's
+    input count, turn by turn, as the session page reports them."""
+    from dashboard.selectors import COMPONENTS, session_turns
+
+    checked = 0
+    for session in demo.sessions.all():
+        for turn in session_turns(session_id=session.pk):
+            if turn["input_tokens"] is None:
+                continue
+            parts = sum(turn[key] or 0 for key, _ in COMPONENTS)
+            assert parts == turn["estimated_input_tokens"], (session.client_id, turn["index"])
+            assert parts + turn["unattributed_tokens"] == turn["input_tokens"]
+            checked += 1
+    assert checked > 50

@@ -23,9 +23,11 @@ def _project_hour(project, hour, **figures):
 @pytest.fixture
 def hours(project):
     """Two hours in the last 24 h, one 3 days ago, and one 8 days ago (the previous 7 days)."""
+    # 8 of its 10 turns have provider counts: 1,000 reported, against those turns' 900 estimated.
     _project_hour(project, NOW_HOUR, sessions=2, turns=10, tool_calls=20, errors=2, provider_input_tokens=1000,
                   schema_tokens=300, estimated_input_tokens=1000, system_prompt_tokens=500, message_tokens=100,
-                  tool_output_tokens=100, duplicate_tokens=50, compaction_savings=70)
+                  tool_output_tokens=100, duplicate_tokens=50, compaction_savings=70, reported_turns=8,
+                  reported_schema_tokens=200, reported_estimated_tokens=900)
     _project_hour(project, NOW_HOUR - timedelta(hours=1), sessions=1, turns=5, tool_calls=5, errors=0,
                   schema_tokens=100, estimated_input_tokens=1000)
     _project_hour(project, NOW_HOUR - timedelta(days=3), sessions=1, turns=5, tool_calls=5, errors=3)
@@ -45,8 +47,11 @@ def test_kpis_over_the_default_range_beside_the_previous_week(viewer_client, hou
     kpis = _kpis(viewer_client, hours)
     assert {key: kpi.current for key, kpi in kpis.items()} == {
         "sessions": 4, "turns": 20, "tool_calls": 30, "provider_input_tokens": 1000, "schema_share": 0.2,
-        "duplicate_tokens": 50, "compaction_savings": 70, "error_rate": 5 / 30,
+        "unattributed_share": 0.1, "duplicate_tokens": 50, "compaction_savings": 70, "error_rate": 5 / 30,
     }
+    # Each share names what it divides: the provider's count where the provider reported.
+    assert kpis["schema_share"].label == "Tool schemas, of provider-reported input"
+    assert kpis["error_rate"].label == "Tool call errors, of calls"
     assert kpis["sessions"].previous == 2
     assert kpis["sessions"].change == 1.0
     assert kpis["duplicate_tokens"].change == -0.5
@@ -54,6 +59,22 @@ def test_kpis_over_the_default_range_beside_the_previous_week(viewer_client, hou
     assert kpis["schema_share"].change == pytest.approx(10.0)  # points: 20% against 10%
     assert kpis["schema_share"].verdict == "bad"
     assert kpis["compaction_savings"].change is None  # nothing to compare with
+
+
+@pytest.mark.django_db
+def test_the_schema_share_divides_the_reported_turns_schemas_by_the_providers_count(viewer_client, hours):
+    """Not the estimate of all turns: 300 of the hour's 1,000 estimated tokens are schemas (30%), but
+    of the 1,000 tokens the provider billed for the 8 reported turns, 200 are (20%)."""
+    assert _kpis(viewer_client, hours)["schema_share"].current == 0.2
+
+
+@pytest.mark.django_db
+def test_without_provider_counts_the_schema_share_says_it_divides_the_estimate(viewer_client, project):
+    _project_hour(project, NOW_HOUR, turns=5, schema_tokens=100, estimated_input_tokens=400)
+    kpis = _kpis(viewer_client, project)
+    assert kpis["schema_share"].current == 0.25
+    assert kpis["schema_share"].label == "Tool schemas, of estimated input (no provider counts)"
+    assert kpis["unattributed_share"].current is None
 
 
 @pytest.mark.django_db

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 from django.forms.models import model_to_dict
-from toolscope_agent.engine.schemas import schema_hash
+from toolscope_agent.engine.schemas import canonical_json, schema_hash
 
 from tests.factories import make_key
 from toolscope.policies.models import CompactionRule, Policy, Tool
@@ -121,8 +121,12 @@ def test_each_turn_budget_is_the_sum_of_its_components(processed):
     for stored in Turn.objects.order_by("index"):
         parts = (stored.system_prompt_tokens, stored.schema_tokens, stored.message_tokens, stored.tool_output_tokens)
         assert parts == expected[stored.index], stored.index
-        assert stored.estimated_input_tokens == sum(parts)
-        assert stored.window_share == round(max(sum(parts), stored.input_tokens) / 2000, 4)
+        # The model's earlier calls are in the history too: their arguments, as the provider counts them.
+        arguments = sum(tok(canonical_json(c.arguments)) for c in calls.values()
+                        if c.turn_index < stored.index and c.arguments)
+        assert stored.call_tokens == arguments
+        assert stored.estimated_input_tokens == sum(parts) + arguments
+        assert stored.window_share == round(max(sum(parts) + arguments, stored.input_tokens) / 2000, 4)
         assert stored.near_window == (stored.window_share > 0.8)
 
 
@@ -164,3 +168,36 @@ def test_the_session_summary_counts_what_the_lists_filter_on(processed):
     assert session.duplicate_tokens == tok(FILE_A + "   \n\n")
     assert session.max_window_share == max(t.window_share for t in turns)
     assert session.near_window == any(t.near_window for t in turns)
+
+
+def test_a_bill_of_exactly_what_the_agent_sent_leaves_nothing_unattributed(project):
+    """A hand-built session whose provider bills each request for exactly what it held (system
+    prompt, tool schemas, messages, the model's earlier calls and their outputs, counted here
+    text by text): every token is attributed to a component, turn by turn. Without the tool calls'
+    arguments in the budget, each later turn left them unexplained."""
+    from dashboard.selectors import COMPONENTS, session_turns
+
+    schemas = sum(schema_tokens(name=t["name"], description=t["description"], input_schema=t["input_schema"],
+                                schema_hash=schema_hash(t["name"], t["description"], t["input_schema"]),
+                                encoding="o200k_base") for t in TOOLS)
+    first = [{"role": "user", "content": TASK}]
+    history = tok(SYSTEM) + schemas + tok(TASK)
+    after_first = history + tok(canonical_json({"path": "a.py"})) + tok(FILE_A)
+    events = [
+        {**turn(0, tools=TOOLS, system_prompt=SYSTEM, task_message=TASK, messages=first), "usage": {
+            "input_tokens": history}},
+        call(1, 0, "read_file", FILE_A, path="a.py"),
+        {**turn(1, tools=TOOLS, system_prompt=SYSTEM), "usage": {"input_tokens": after_first}},
+        call(2, 1, "bash", "ok\n", command="ls"),
+        {**turn(2, tools=TOOLS, system_prompt=SYSTEM), "usage": {
+            "input_tokens": after_first + tok(canonical_json({"command": "ls"})) + tok("ok\n")}},
+    ]
+    outcome = ingest_events(api_key=make_key(project).api_key, raw_events=events)
+    batch_process(batch_id=outcome.batch_id)
+    session = project.sessions.get()
+    turns = session_turns(session_id=session.pk)
+    assert [t["unattributed_tokens"] for t in turns] == [0, 0, 0]
+    for t in turns:
+        assert sum(t[key] or 0 for key, _ in COMPONENTS) + t["unattributed_tokens"] == t["input_tokens"]
+    assert [t["call_tokens"] for t in turns] == [0, tok('{"path":"a.py"}'), tok('{"path":"a.py"}') + tok(
+        '{"command":"ls"}')]

@@ -181,6 +181,10 @@ class Turn(models.Model):
     message_tokens = models.PositiveIntegerField(
         null=True, blank=True, help_text="User and assistant messages up to and including this turn."
     )
+    call_tokens = models.PositiveIntegerField(
+        null=True, blank=True,
+        help_text="Arguments of the tool calls made in earlier turns, carried in this request's history.",
+    )
     tool_output_tokens = models.PositiveIntegerField(
         null=True, blank=True,
         help_text="Tool outputs carried in the history, after duplicate suppression and compaction.",
@@ -380,6 +384,11 @@ class ProjectHourly(models.Model):
     estimated_input_tokens = models.PositiveBigIntegerField(default=0)
     provider_input_tokens = models.PositiveBigIntegerField(default=0)
     provider_output_tokens = models.PositiveBigIntegerField(default=0)
+    call_tokens = models.PositiveBigIntegerField(default=0, db_default=0)
+    # Over the turns whose provider reported input tokens only: what the headline shares divide.
+    reported_turns = models.PositiveIntegerField(default=0, db_default=0)
+    reported_schema_tokens = models.PositiveBigIntegerField(default=0, db_default=0)
+    reported_estimated_tokens = models.PositiveBigIntegerField(default=0, db_default=0)
     duplicate_tokens = models.PositiveBigIntegerField(default=0)
     compaction_savings = models.PositiveBigIntegerField(default=0)
 

@@ -41,11 +41,11 @@ class BatchConflictError(OperationalError):
 CALL_FIELDS = (
     "id", "session_id", "client_id", "call_id", "tool_name", "turn_index", "started_at", "status", "output_hash",
     "output_tokens", "duplicate_of_id", "duplicate_tokens", "placeholder", "placeholder_tokens", "artifact_id",
-    "artifact__tokens_before", "artifact__tokens_after", "duration_ms",
+    "artifact__tokens_before", "artifact__tokens_after", "duration_ms", "argument_tokens",
 )
 TURN_FIELDS = (
     "id", "session_id", "index", "started_at", "new_message_tokens", "system_prompt_tokens", "advertised_set_id",
-    "input_tokens", "output_tokens", "schema_tokens", "message_tokens", "tool_output_tokens",
+    "input_tokens", "output_tokens", "schema_tokens", "message_tokens", "call_tokens", "tool_output_tokens",
     "estimated_input_tokens", "window_share", "near_window",
 )
 
@@ -281,26 +281,31 @@ def _budgets_save(
     set_tokens = dict(AdvertisedSet.objects.filter(
         pk__in={t["advertised_set_id"] for t in turns if t["advertised_set_id"]}
     ).values_list("pk", "schema_tokens"))
-    # Per session, the effective output tokens of its calls by turn index.
-    outputs_by_turn: dict[int, dict[int, int]] = defaultdict(lambda: defaultdict(int))
+    # Per session and turn index, the calls' (effective output, argument) tokens.
+    by_turn: dict[int, dict[int, list[int]]] = defaultdict(lambda: defaultdict(lambda: [0, 0]))
     for call in calls:
-        outputs_by_turn[call.row["session_id"]][call.row["turn_index"]] += _effective_tokens(call, suppress=suppress)
+        tokens = by_turn[call.row["session_id"]][call.row["turn_index"]]
+        tokens[0] += _effective_tokens(call, suppress=suppress)
+        tokens[1] += call.row["argument_tokens"] or 0
     changed = []
     by_session: dict[int, list[dict[str, Any]]] = defaultdict(list)
-    messages = carried = 0
+    messages = carried = arguments = 0
     session = None
-    pending: list[tuple[int, int]] = []
+    pending: list[tuple[int, list[int]]] = []
     for turn in turns:
         if turn["session_id"] != session:
-            session, messages, carried = turn["session_id"], 0, 0
-            pending = sorted(outputs_by_turn[session].items(), reverse=True)
-        # Outputs of calls made in earlier turns are in this request's history. Walked by the
-        # calls' own indexes, never over the gap between two turn indexes (a client's number).
+            session, messages, carried, arguments = turn["session_id"], 0, 0, 0
+            pending = sorted(by_turn[session].items(), reverse=True)
+        # Calls made in earlier turns are in this request's history: the model's calls with their
+        # arguments, and their outputs. Walked by the calls' own indexes, never over the gap
+        # between two turn indexes (a client's number).
         while pending and pending[-1][0] < turn["index"]:
-            carried += pending.pop()[1]
+            output, argument = pending.pop()[1]
+            carried += output
+            arguments += argument
         messages += turn["new_message_tokens"] or 0
         budget = _budget(turn, project, schema=set_tokens.get(turn["advertised_set_id"]) or 0,
-                         messages=messages, outputs=carried)
+                         messages=messages, calls=arguments, outputs=carried)
         by_session[session].append(budget)
         if turn["id"] in fresh:
             fresh[turn["id"]].update(budget)
@@ -345,18 +350,20 @@ def _sessions_summarize(
     rows_update(Session, SUMMARY_FIELDS, list(summaries.values()))
 
 
-BUDGET_FIELDS = ("schema_tokens", "message_tokens", "tool_output_tokens", "estimated_input_tokens", "window_share",
-                 "near_window")
+BUDGET_FIELDS = ("schema_tokens", "message_tokens", "call_tokens", "tool_output_tokens", "estimated_input_tokens",
+                 "window_share", "near_window")
 
 
-def _budget(turn: dict[str, Any], project: Project, *, schema: int, messages: int, outputs: int) -> dict[str, Any]:
-    estimate = (turn["system_prompt_tokens"] or 0) + schema + messages + outputs
+def _budget(
+    turn: dict[str, Any], project: Project, *, schema: int, messages: int, calls: int, outputs: int
+) -> dict[str, Any]:
+    estimate = (turn["system_prompt_tokens"] or 0) + schema + messages + calls + outputs
     # The provider's count is what the request really used; the estimate is what the policy
     # would leave. Near-window means the larger of the two is over 80% of the window.
     share = max(estimate, turn["input_tokens"] or 0) / project.context_window
     # Running sums over a session are a client's to grow without end; an integer column holds
     # 2^31 - 1, which is far past any context window, so the sums stop there.
-    return {"schema_tokens": _capped(schema), "message_tokens": _capped(messages),
+    return {"schema_tokens": _capped(schema), "message_tokens": _capped(messages), "call_tokens": _capped(calls),
             "tool_output_tokens": _capped(outputs), "estimated_input_tokens": _capped(estimate),
             "window_share": round(share, 4), "near_window": share > NEAR_WINDOW_SHARE}
 

@@ -25,12 +25,13 @@ from django.db import connection, models
 
 from toolscope.telemetry.models import ProjectHourly, ToolCallStatus, ToolHourly
 from toolscope.telemetry.services import rollups
-from toolscope.telemetry.services.rollups import CALL_TOTALS, TURN_BUDGET, Key, hour_floor
+from toolscope.telemetry.services.rollups import CALL_TOTALS, REPORTED, TURN_BUDGET, Key, hour_floor
 
 TOOL_SUMS = ("calls", "errors", "output_tokens", "duplicates", "duplicate_tokens", "compactions",
              "compaction_savings", "times_advertised", "times_called", "schema_tokens")
 PROJECT_SUMS = ("sessions", "turns", "tool_calls", "errors", "near_window_turns", *TURN_BUDGET,
-                "provider_input_tokens", "provider_output_tokens", "duplicate_tokens", "compaction_savings")
+                "provider_input_tokens", "provider_output_tokens", "duplicate_tokens", "compaction_savings",
+                "reported_turns", *REPORTED)
 # A call's accounting values, as accounting's CallState reads them.
 CALL_VALUES = ("started_at", "tool_name", "status", "output_tokens", "duplicate_of_id", "duplicate_tokens",
                "artifact_id", "artifact__tokens_before", "artifact__tokens_after")
@@ -86,6 +87,10 @@ class HourlyDelta:
         row["provider_output_tokens"] += sign * (values["output_tokens"] or 0)
         for name in TURN_BUDGET:
             row[name] += sign * (values[name] or 0)
+        if values["input_tokens"] is not None:
+            row["reported_turns"] += sign
+            for name, source in REPORTED.items():
+                row[name] += sign * (values[source] or 0)
 
     def advertised(self, turns: Iterable[Mapping[str, Any]]) -> None:
         """New turns' advertised tools: times advertised and schema tokens per (hour, tool), priced

@@ -68,8 +68,11 @@ HOUR = timedelta(hours=1)
 DAY_HOURS = 24
 INSERT_BATCH = 2000
 # Turn budget fields summed into ProjectHourly under the same names.
-TURN_BUDGET = ("system_prompt_tokens", "schema_tokens", "message_tokens", "tool_output_tokens",
+TURN_BUDGET = ("system_prompt_tokens", "schema_tokens", "message_tokens", "call_tokens", "tool_output_tokens",
                "estimated_input_tokens")
+# ProjectHourly sums over the turns whose provider reported input tokens: the overview divides
+# the provider's count by what the same turns' estimate holds, never by another set of turns.
+REPORTED = {"reported_schema_tokens": "schema_tokens", "reported_estimated_tokens": "estimated_input_tokens"}
 # ProjectHourly field <- ToolHourly field, summed over the hour's tools.
 CALL_TOTALS = {"tool_calls": "calls", "errors": "errors", "duplicate_tokens": "duplicate_tokens",
                "compaction_savings": "compaction_savings"}
@@ -271,6 +274,8 @@ def _turn_rows(*, project_id: int, hours: list[datetime]) -> list[dict[str, Any]
             near_window_turns=Count("id", filter=Q(near_window=True)),
             provider_input_tokens=Sum("input_tokens", default=0),
             provider_output_tokens=Sum("output_tokens", default=0),
+            reported_turns=Count("id", filter=Q(input_tokens__isnull=False)),
+            **{name: Sum(source, filter=Q(input_tokens__isnull=False), default=0) for name, source in REPORTED.items()},
             **sums,
         )
     )
@@ -342,7 +347,8 @@ def _project_hourly(
     totals: dict[datetime, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for hour, count in sessions.items():
         totals[hour]["sessions"] += count
-    turn_fields = ("turns", "near_window_turns", "provider_input_tokens", "provider_output_tokens", *TURN_BUDGET)
+    turn_fields = ("turns", "near_window_turns", "provider_input_tokens", "provider_output_tokens", *TURN_BUDGET,
+                   "reported_turns", *REPORTED)
     for row in turn_rows:
         for field in turn_fields:
             totals[row["hour"]][field] += row[field]

@@ -36,6 +36,7 @@ def fix_responses(result: dict[str, Any], generator: Any, request: Any, public: 
             if not isinstance(operation, dict) or "responses" not in operation:
                 continue
             responses = operation["responses"]
+            _require_body(operation)
             key = WRAPPED_200.get((path, method))
             if key and "200" in responses:
                 content = responses["200"]["content"]["application/json"]
@@ -50,6 +51,15 @@ def fix_responses(result: dict[str, Any], generator: Any, request: Any, public: 
                 if status in ("429", "503"):
                     documented["headers"] = RETRY_AFTER
     return result
+
+
+def _require_body(operation: dict[str, Any]) -> None:
+    """A body schema with required properties needs a body; drf-spectacular only knows that of
+    serializers, not of the schemas given as dicts (EVENT_BATCH_SCHEMA, TRANSCRIPT_SCHEMA)."""
+    body = operation.get("requestBody")
+    schema = body and body.get("content", {}).get("application/json", {}).get("schema", {})
+    if schema and ("required" in schema or "anyOf" in schema):
+        body["required"] = True
 
 
 class ApiKeyScheme(OpenApiAuthenticationExtension):
@@ -71,28 +81,53 @@ _NO_NUL = "^[^\u0000]*$"
 # At least one character that is not white space; never NUL.
 _ID = {"type": "string", "minLength": 1, "maxLength": 200, "pattern": "^[^\u0000]*[^\\s\u0000][^\u0000]*$"}
 _NAME = {"type": "string", "maxLength": 200, "pattern": _NO_NUL}
+_NAME_ANY = {"type": "string", "maxLength": 200}
 _COUNT = {"type": "integer", "minimum": 0}
 _INT32 = {"type": "integer", "minimum": 0, "maximum": 2**31 - 1}
 _SMALL_COUNT = {"type": "integer", "minimum": 0, "maximum": 2**15 - 1}
 _NUMBER = {"type": "number", "minimum": 0, "maximum": 2**31 - 1}
 _JSON_OBJECT = {"type": "object", "description": "Any JSON object nested at most 64 levels deep; integers fit in "
                 "64 bits; NUL in keys and strings is stored as U+FFFD."}
-_TIMESTAMP = {"oneOf": [{"type": "string", "format": "date-time"},
+# The pattern states the years as written; the range itself is in UTC (an offset can move a time
+# on the first or last day across it).
+_TIMESTAMP = {"oneOf": [{"type": "string", "format": "date-time", "pattern": "^(19[7-9][0-9]|2[0-9]{3})-"},
                         {"type": "number", "minimum": 0, "maximum": 32503679999}],
               "description": "ISO 8601 with a time zone, or epoch seconds, from 1970-01-01 to before 3000-01-01; "
                              "defaults to the time received."}
-_TOOL = {"type": "object", "required": ["name"], "properties": {
+
+
+def _or_null(schema: dict[str, Any]) -> dict[str, Any]:
+    # OpenAPI 3.0: an enum admits null only when it lists it, whatever `nullable` says.
+    if "enum" in schema:
+        return {**schema, "nullable": True, "enum": [*schema["enum"], None]}
+    return {**schema, "nullable": True}
+
+
+def _null_as_absent(schema: dict[str, Any]) -> dict[str, Any]:
+    """services/events.py reads a null field as an absent one: every optional property may be null."""
+    required = set(schema.get("required", []))
+    return {**schema, "properties": {name: value if name in required else _or_null(value)
+                                     for name, value in schema["properties"].items()}}
+
+
+_TOOL = _null_as_absent({"type": "object", "required": ["name"], "properties": {
     "name": _ID, "description": _TEXT, "input_schema": _JSON_OBJECT, "source": _NAME,
-    "schema_hash": {**_NAME, "description": "Instead of the definition, for one sent before."}}}
+    "schema_hash": {**_NAME, "description": "Instead of the definition, for one sent before."}}})
+# A catalog event registers definitions: each needs its schema, and a schema_hash is not read.
+_CATALOG_TOOL = _null_as_absent({"type": "object", "required": ["name", "input_schema"], "properties": {
+    "name": _ID, "description": _TEXT, "input_schema": _JSON_OBJECT, "source": _NAME}})
+# The same rules for PUT /api/v1/tools (api/serializers.py), whose fields drf-spectacular
+# cannot describe on its own.
+ID, NAME, TEXT = _ID, _NAME, _TEXT
 
 
 def _event(kind: str, required: list[str], properties: dict[str, Any]) -> dict[str, Any]:
-    return {
+    return _null_as_absent({
         "type": "object",
         "required": ["type", "id", *required],
         "properties": {"type": {"type": "string", "enum": [kind]}, "id": _ID, "timestamp": _TIMESTAMP,
                        **properties},
-    }
+    })
 
 
 EVENT_BATCH_SCHEMA: dict[str, Any] = {
@@ -103,8 +138,8 @@ EVENT_BATCH_SCHEMA: dict[str, Any] = {
                                "agent_name": _NAME, "model": _NAME, "metadata": _JSON_OBJECT}),
         _event("turn", ["session_id", "index"], {
             "session_id": _ID, "index": _INT32, "model": _NAME, "tools": {"type": "array", "items": _TOOL},
-            "usage": {"type": "object", "properties": {
-                "input_tokens": _INT32, "output_tokens": _INT32, "cached_tokens": _INT32}},
+            "usage": _null_as_absent({"type": "object", "properties": {
+                "input_tokens": _INT32, "output_tokens": _INT32, "cached_tokens": _INT32}}),
             "latency_ms": _NUMBER, "system_prompt": _TEXT, "system_prompt_chars": _INT32,
             "task_message": _TEXT, "timed": {"type": "boolean"},
             "messages": {"type": "array", "items": {"type": "object", "required": ["role", "content"], "properties": {
@@ -116,23 +151,30 @@ EVENT_BATCH_SCHEMA: dict[str, Any] = {
             "error": _TEXT, "duration_ms": _NUMBER, "retries": _SMALL_COUNT,
             "approval": {"type": "string", "enum": ["not_required", "approved", "denied", "timed_out"]},
             "status_from": _NAME, "timed": {"type": "boolean"}}),
-        _event("catalog", ["tools"], {"tools": {"type": "array", "items": _TOOL}}),
+        _event("catalog", ["tools"], {"tools": {"type": "array", "items": _CATALOG_TOOL}}),
     ]}}},
 }
 
+# Transcripts come as the provider took them, where null means absent (api/transcripts/).
 TRANSCRIPT_SCHEMA: dict[str, Any] = {
     "type": "object",
+    "description": "Needs `messages` (OpenAI Chat Completions, Anthropic) or `input` (OpenAI Responses).",
+    "anyOf": [{"required": ["messages"]}, {"required": ["input"]}],
     "properties": {
-        "format": {"type": "string", "enum": ["openai_chat", "anthropic", "openai_responses"],
-                   "description": "Detected from the body when absent."},
-        "session_id": _ID, "agent_name": _STRING, "model": _STRING, "metadata": {"type": "object"},
-        "timestamp": _TIMESTAMP,
+        "format": _or_null({"type": "string", "enum": ["openai_chat", "anthropic", "openai_responses"],
+                            "description": "Detected from the body when absent."}),
+        "session_id": _or_null({**_ID, "maxLength": 160,
+                                "description": "Derived from the conversation when absent."}),
+        "agent_name": _or_null(_NAME_ANY), "model": _or_null(_NAME_ANY),
+        "metadata": _or_null({"type": "object"}),
+        "timestamp": _or_null(_TIMESTAMP),
         "messages": {"type": "array", "items": {"type": "object"},
                      "description": "OpenAI Chat Completions or Anthropic Messages messages."},
         "system": {"description": "Anthropic system prompt (string or text blocks)."},
-        "input": {"type": "array", "items": {"type": "object"}, "description": "OpenAI Responses input items."},
-        "instructions": {"type": "string", "description": "OpenAI Responses instructions."},
-        "tools": {"type": "array", "items": {"type": "object"}},
+        "input": _or_null({"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "object"}}],
+                           "description": "OpenAI Responses input: items, or one user message."}),
+        "instructions": _or_null({"type": "string", "description": "OpenAI Responses instructions."}),
+        "tools": _or_null({"type": "array", "items": {"type": "object"}}),
     },
 }
 

@@ -3,10 +3,82 @@ description. Ingest events themselves are validated by services/events.py (hot p
 
 from __future__ import annotations
 
+from django.core.validators import RegexValidator
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 from toolscope_agent.engine.schemas import normalize_tool
 
-from toolscope.telemetry.services.events import Rejected, json_object
+from api.schema import ID, NAME, TEXT
+from toolscope.telemetry.services.events import Rejected, json_object, scrub
+
+
+class StrictCharField(serializers.CharField):
+    """A string, as the OpenAPI description says, kept as sent: DRF's CharField would take 0 or
+    true as "0" and "True", and strip white space before checking the length."""
+
+    def __init__(self, **kwargs) -> None:
+        kwargs.setdefault("trim_whitespace", False)
+        # Blank is let through by run_validation: declared to DRF, drf-spectacular would describe
+        # a field with a pattern as a second schema (oneOf ..., {"maxLength": 0}).
+        self.blank_ok = kwargs.pop("allow_blank", False)
+        super().__init__(**kwargs)
+        if not any(isinstance(validator, RegexValidator) for validator in self.validators):
+            # What CharField's own NUL check refuses, stated where drf-spectacular reads it.
+            self.validators.append(RegexValidator(r"\A[^\x00]*\Z", "Null characters are not allowed."))
+
+    def run_validation(self, data=serializers.empty):
+        return "" if data == "" and self.blank_ok else super().run_validation(data)
+
+    def to_internal_value(self, data):
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class StrictIntegerField(serializers.IntegerField):
+    """An integer, as the OpenAPI description says: DRF's IntegerField would take "8". A JSON
+    number with no fraction is one, 8.0 as 8, and so is one past 2**64, which the parser (orjson)
+    reads as a float."""
+
+    def to_internal_value(self, data):
+        if isinstance(data, float) and data.is_integer():
+            data = int(data)
+        if isinstance(data, bool) or not isinstance(data, int):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+@extend_schema_field(ID)
+class IdField(StrictCharField):
+    """An identifier as events take one (services/events.py `identifier`): not blank, no NUL."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(max_length=200, **kwargs)
+
+    def to_internal_value(self, data):
+        value = super().to_internal_value(data)
+        if not value.strip():
+            self.fail("blank")
+        return value
+
+
+@extend_schema_field(NAME)
+class NameField(StrictCharField):
+    def __init__(self, **kwargs) -> None:
+        super().__init__(max_length=200, allow_blank=True, **kwargs)
+
+
+@extend_schema_field(TEXT)
+class FreeTextField(StrictCharField):
+    """Free text as events keep it (docs/events.md): as sent, NUL and unpaired surrogates stored
+    as U+FFFD; never refused for them, as DRF's CharField would."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(allow_blank=True, **kwargs)
+        self.validators = []
+
+    def to_internal_value(self, data):
+        return scrub(super().to_internal_value(data), "")
 
 
 class EventResultSerializer(serializers.Serializer):
@@ -44,13 +116,15 @@ class ErrorSerializer(serializers.Serializer):
 class ToolDefinitionSerializer(serializers.Serializer):
     """toolscope's shape; OpenAI (function / Responses), Anthropic and MCP shapes are normalised first."""
 
-    name = serializers.CharField(max_length=200)
-    description = serializers.CharField(allow_blank=True, required=False, default="")
-    input_schema = serializers.DictField(required=False, default=dict)
-    source = serializers.CharField(max_length=200, allow_blank=True, required=False, default="")
+    name = IdField()
+    # null is the same as absent, as in events
+    description = FreeTextField(required=False, default="", allow_null=True)
+    input_schema = serializers.DictField(required=False, default=dict, allow_null=True)
+    source = NameField(required=False, default="", allow_null=True)
 
     def to_internal_value(self, data):
         if isinstance(data, dict):
+            _check_shape_types(data)
             data = {key: value for key, value in normalize_tool(data).items() if value or key == "name"}
         return super().to_internal_value(data)
 
@@ -63,8 +137,26 @@ class ToolDefinitionSerializer(serializers.Serializer):
             raise serializers.ValidationError(f"{where}{exc.reason}") from None
 
 
+# The fields of each shape normalize_tool reads, and the JSON type each must have: it would drop
+# a wrong one silently (a list as the schema, an object as the description).
+_SHAPE_TYPES = {"description": str, "source": str, "input_schema": dict, "parameters": dict, "inputSchema": dict}
+
+
+def _check_shape_types(data: dict) -> None:
+    body = data.get("function", data) if data.get("type") == "function" else data
+    if not isinstance(body, dict):
+        raise serializers.ValidationError({"function": ["Must be an object."]})
+    for key, expected in _SHAPE_TYPES.items():
+        value = body.get(key)
+        if value is not None and not isinstance(value, expected):
+            kind = "a string" if expected is str else "an object"
+            where = f"function.{key}" if body is not data else key
+            raise serializers.ValidationError({where: [f"Must be {kind}."]})
+
+
 class ToolsPutSerializer(serializers.Serializer):
-    tools = ToolDefinitionSerializer(many=True, allow_empty=False, max_length=2000)
+    # A ListField rather than many=True: the OpenAPI description then states the limits.
+    tools = serializers.ListField(child=ToolDefinitionSerializer(), min_length=1, max_length=2000)
 
 
 class ToolUpsertResultSerializer(serializers.Serializer):
@@ -102,5 +194,6 @@ class ArtifactSerializer(serializers.Serializer):
     tokens_after = serializers.IntegerField()
     strategy = serializers.CharField()
     created_at = serializers.DateTimeField()
-    tool_name = serializers.CharField(source="tool_call.tool_name", default=None)
-    call_id = serializers.CharField(source="tool_call.call_id", default=None)
+    # null for an artifact no tool call points at (its call was deleted, or it was made by hand)
+    tool_name = serializers.CharField(source="tool_call.tool_name", default=None, allow_null=True)
+    call_id = serializers.CharField(source="tool_call.call_id", default=None, allow_null=True)

@@ -12,7 +12,7 @@ from typing import Any
 from toolscope_agent.engine.schemas import canonical_json
 
 from api.transcripts import anthropic, openai_chat, openai_responses
-from api.transcripts.common import JSON, Conversation, TranscriptError, expect_object, expect_str
+from api.transcripts.common import JSON, Conversation, TranscriptError, expect_object, expect_str, json_type
 from api.transcripts.detect import ANTHROPIC, OPENAI_CHAT, OPENAI_RESPONSES, resolve_format
 from api.transcripts.events import SessionInfo, build_events
 
@@ -39,6 +39,7 @@ def map_transcript(body: Any, *, received_at: datetime) -> MappedTranscript:
     """Maps a transcript body to events; raises TranscriptError(message, path) when it is malformed."""
     if not isinstance(body, dict):
         raise TranscriptError("the body must be a JSON object", "")
+    _check_types(body)
     transcript_format = resolve_format(body)
     conversation = PARSERS[transcript_format](body)
     session = SessionInfo(
@@ -50,6 +51,21 @@ def map_transcript(body: Any, *, received_at: datetime) -> MappedTranscript:
         metadata=None if body.get("metadata") is None else expect_object(body["metadata"], "metadata"),
     )
     return MappedTranscript(transcript_format, session.session_id, build_events(conversation, session))
+
+
+# The JSON types of the top-level fields, checked whichever format reads them: a field another
+# format would read is ignored when valid, never when malformed.
+TOP_LEVEL_TYPES: dict[str, tuple[type, ...]] = {
+    "messages": (list,), "input": (list, str), "instructions": (str,), "tools": (list,), "metadata": (dict,),
+}
+
+
+def _check_types(body: JSON) -> None:
+    for key, types in TOP_LEVEL_TYPES.items():
+        value = body.get(key)
+        if value is not None and not isinstance(value, types):
+            names = " or ".join({list: "a list", str: "a string", dict: "an object"}[kind] for kind in types)
+            raise TranscriptError(f"must be {names}, not {json_type(value)}", key)
 
 
 def session_id_of(body: JSON) -> str:

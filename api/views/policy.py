@@ -92,7 +92,9 @@ class PolicyView(APIView):
         "Every answer is `Cache-Control: private, max-age=0, must-revalidate`: revalidate before each "
         "reuse, so a rollback reaches the agent on its next fetch.",
         parameters=[
-            OpenApiParameter("label", str, description="production (default), staging, or a custom label."),
+            OpenApiParameter("label", {"type": "string", "pattern": LABEL_PATTERN.pattern},
+                             description="production (default), staging, or a custom label: 1 to 64 letters, "
+                             "digits, '-' or '_'."),
             OpenApiParameter("If-None-Match", str, OpenApiParameter.HEADER, description="A previous ETag."),
         ],
         # The same ApiKey scheme as every endpoint; only the verification is cached.

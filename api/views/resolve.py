@@ -8,7 +8,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from api.serializers import ErrorSerializer
+from api.serializers import ErrorSerializer, StrictCharField, StrictIntegerField
 from toolscope.policies.services.resolve import (
     FORMATS,
     MAX_MESSAGE_LENGTH,
@@ -21,14 +21,18 @@ from toolscope.policies.services.resolve import (
 READ_ERRORS = {400: ErrorSerializer, 401: ErrorSerializer, 403: ErrorSerializer, 404: ErrorSerializer}
 
 
+class LabelField(StrictCharField, serializers.SlugField):
+    pass
+
+
 class ResolveInput(serializers.Serializer):
-    message = serializers.CharField(
+    message = StrictCharField(
         allow_blank=True, required=False, default="", max_length=MAX_MESSAGE_LENGTH,
         help_text=f"The task message the context rules look at; at most {MAX_MESSAGE_LENGTH:,} characters.")
     state = serializers.DictField(required=False, allow_null=True, default=None,
                                   help_text="The session's state as returned by the previous call.")
     format = serializers.ChoiceField(choices=FORMATS, default="openai")
-    label = serializers.SlugField(default="production", max_length=64)
+    label = LabelField(default="production", max_length=64)
 
 
 class ResolveOutput(serializers.Serializer):
@@ -46,9 +50,9 @@ class ResolveOutput(serializers.Serializer):
 
 
 class SearchInput(serializers.Serializer):
-    query = serializers.CharField(max_length=MAX_QUERY_LENGTH,
-                                  help_text=f"What the tool should do; at most {MAX_QUERY_LENGTH} characters.")
-    top_k = serializers.IntegerField(default=8, help_text="Clamped to 1..20.")
+    query = StrictCharField(min_length=1, max_length=MAX_QUERY_LENGTH,
+                            help_text=f"What the tool should do; at most {MAX_QUERY_LENGTH} characters.")
+    top_k = StrictIntegerField(default=8, help_text="Clamped to 1..20.")
 
 
 class SearchHitOutput(serializers.Serializer):

@@ -105,3 +105,14 @@ def test_processing_names_the_content_id_in_the_compacted_output(reader, project
     # The same original twice in one project: two rows under one content id, no conflict.
     assert Artifact.objects.filter(project=project, content_id=artifact_id(log)).count() == 2
     assert reader.get(f"/api/v1/artifacts/{artifact_id(log)}").json()["original"] == log
+
+
+def test_an_artifact_without_its_call_answers_null_tool_name_as_documented(reader, api_for, project):
+    # Found by the API fuzzer: the call had been deleted (SET_NULL), and the description said string.
+    Artifact.objects.create(project=project, original="x", compacted="x", tokens_before=1, tokens_after=1,
+                            strategy="head")
+    body = reader.get(f"/api/v1/artifacts/{artifact_id('x')}").json()
+    assert (body["tool_name"], body["call_id"]) == (None, None)
+    schema = api_for(None).get("/api/v1/schema", HTTP_ACCEPT="application/vnd.oai.openapi+json").json()
+    properties = schema["components"]["schemas"]["Artifact"]["properties"]
+    assert properties["tool_name"]["nullable"] and properties["call_id"]["nullable"]

@@ -151,3 +151,23 @@ def test_over_the_rate_limit_is_429_with_retry_after(api_for, project):
     # Up to two minutes: this minute's count weighs on into the next (a sliding window).
     assert 1 <= int(response["Retry-After"]) <= 120
     assert "throttled" in response.json()["code"]
+
+
+@pytest.mark.parametrize("bad_id", [{}, [1], 7, True])
+def test_a_rejected_event_whose_id_is_not_a_string_is_answered_with_id_null(api, bad_id):
+    # Found by the API fuzzer: the result echoed {} as the id, which the description says is a
+    # string or null.
+    response = api.post_json(URL, {"events": [{"type": "session", "id": bad_id}]})
+    assert response.status_code == 400
+    assert response.json()["results"] == [
+        {"id": None, "status": "rejected", "reason": "must be a string", "path": "events[0].id"}]
+
+
+@pytest.mark.parametrize("schema_hash", ["x" * 201, {}, "a\u0000b"])
+def test_a_bad_schema_hash_is_rejected_even_beside_a_definition(api, schema_hash):
+    # Found by the API fuzzer: beside input_schema (or with input_schema null) it went unchecked.
+    for tool in ({"name": "bash", "input_schema": {}, "schema_hash": schema_hash},
+                 {"name": "bash", "input_schema": None, "schema_hash": schema_hash}):
+        event = {"type": "turn", "id": "t", "session_id": "s", "index": 0, "tools": [tool]}
+        result = api.post_json(URL, {"events": [event]}).json()["results"][0]
+        assert (result["status"], result["path"]) == ("rejected", "events[0].tools[0].schema_hash")

@@ -135,3 +135,55 @@ def test_the_answers_match_the_description(schema, keys, project, settings):
         assert_documented(schema, path, method, response)
         statuses.add(response.status_code)
     assert {200, 202, 400, 401, 403, 404, 413, 415, 429} <= statuses
+
+
+# --- the description agrees with the validation: found by the API fuzzer ---------------------
+
+def _event_schema(schema, kind):
+    items = schema["paths"]["/api/v1/ingest"]["post"]["requestBody"]["content"]["application/json"]["schema"]
+    return next(variant for variant in items["properties"]["events"]["items"]["oneOf"]
+                if variant["properties"]["type"]["enum"][0] == kind)
+
+
+def test_a_catalog_event_is_described_as_it_is_validated(schema, keys):
+    # It registers definitions: each needs its input_schema, and a schema_hash is never read.
+    tool = _event_schema(schema, "catalog")["properties"]["tools"]["items"]
+    assert tool["required"] == ["name", "input_schema"]
+    assert "schema_hash" not in tool["properties"]
+    event = {"type": "catalog", "id": "c", "tools": [{"name": "read_file"}]}
+    result = keys["ingest"].post_json("/api/v1/ingest", {"events": [event]}).json()["results"][0]
+    assert (result["status"], result["path"]) == ("rejected", "events[0].tools[0].input_schema")
+
+
+def test_an_optional_event_field_may_be_null_as_validation_reads_null_as_absent(schema, keys):
+    turn = _event_schema(schema, "turn")
+    assert not {"id", "type", "session_id", "index"} & {name for name, value in turn["properties"].items()
+                                                        if value.get("nullable")}
+    assert turn["properties"]["model"]["nullable"] and turn["properties"]["usage"]["nullable"]
+    assert turn["properties"]["usage"]["properties"]["input_tokens"]["nullable"]
+    status = _event_schema(schema, "tool_call")["properties"]["status"]
+    assert status["nullable"] and None in status["enum"]  # OpenAPI 3.0: an enum lists its null
+    event = {"type": "tool_call", "id": "c", "session_id": "s", "turn_index": 0, "tool_name": "bash",
+             "status": None, "timestamp": None, "usage": None}
+    assert keys["ingest"].post_json("/api/v1/ingest", {"events": [event]}).status_code == 202
+
+
+def test_a_body_is_required_where_the_schema_requires_a_property(schema, keys):
+    for path in ("/api/v1/ingest", "/api/v1/transcripts", "/api/v1/tools/search"):
+        assert schema["paths"][path]["post"]["requestBody"]["required"] is True, path
+    assert keys["ingest"].generic("POST", "/api/v1/ingest", b"", content_type="application/json").status_code == 400
+
+
+def test_the_policy_label_is_described_with_the_pattern_the_view_checks(schema, keys):
+    (label,) = [p for p in schema["paths"]["/api/v1/policy"]["get"]["parameters"] if p["name"] == "label"]
+    assert label["schema"]["pattern"] == "^[-a-zA-Z0-9_]{1,64}$"
+    assert keys["policy:read"].get("/api/v1/policy?label=").status_code == 400
+
+
+def test_transcript_fields_are_described_as_the_mapping_reads_them(schema):
+    body = schema["paths"]["/api/v1/transcripts"]["post"]["requestBody"]["content"]["application/json"]["schema"]
+    assert body["anyOf"] == [{"required": ["messages"]}, {"required": ["input"]}]
+    properties = body["properties"]
+    assert all(properties[name]["nullable"] for name in ("format", "session_id", "tools", "input", "metadata"))
+    assert properties["session_id"]["maxLength"] == 160  # room for the ids derived from it
+    assert {"type": "string"} in properties["input"]["oneOf"]  # one user message, as OpenAI takes it

@@ -168,3 +168,39 @@ def test_the_openapi_schema_documents_the_length_limits(client):
     assert properties["ResolveInput"]["message"]["maxLength"] == 100_000
     assert properties["ResolveInput"]["label"]["maxLength"] == 64
     assert properties["SearchInput"]["query"]["maxLength"] == 500
+
+
+# Found by the API fuzzer (tests/e2e/test_fuzz_api.py): DRF's CharField and IntegerField took
+# 0 for a string and "8" for an integer, against the OpenAPI description.
+@pytest.mark.django_db
+@pytest.mark.parametrize(("url", "body", "field"), [
+    ("/api/v1/policy/resolve", {"message": 0}, "message"),
+    ("/api/v1/policy/resolve", {"message": "hi", "label": 7}, "label"),
+    ("/api/v1/tools/search", {"query": 0}, "query"),
+    ("/api/v1/tools/search", {"query": "git", "top_k": "8"}, "top_k"),
+    ("/api/v1/tools/search", {"query": "git", "top_k": True}, "top_k"),
+])
+def test_a_value_of_another_json_type_is_a_400_naming_the_field(reader, published, url, body, field):
+    response = reader.post(url, body, format="json")
+    assert response.status_code == 400, response.json()
+    assert response.json()["field"] == field
+
+
+@pytest.mark.django_db
+def test_a_message_is_measured_as_sent_not_trimmed(reader, published):
+    # The description's maxLength counts every character; CharField stripped white space first.
+    response = reader.post("/api/v1/policy/resolve", {"message": "a" + " " * 100_000}, format="json")
+    assert response.status_code == 400
+    assert response.json()["field"] == "message"
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(("top_k", "same_as"), [(1.0, 1), (25899107514527162368, 20)])
+def test_top_k_is_any_json_integer_and_clamped(reader, published, top_k, same_as):
+    # 1.0 is the integer 1 in JSON Schema; past 2**64 the JSON parser reads a float (was a 400).
+    def search(k):
+        return reader.post("/api/v1/tools/search", {"query": "git", "top_k": k}, format="json")
+
+    response = search(top_k)
+    assert response.status_code == 200, response.json()
+    assert response.json() == search(same_as).json()

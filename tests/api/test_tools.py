@@ -115,3 +115,51 @@ def test_nul_in_a_tool_name_is_400(client):
     response = put(client, [{"name": "read\u0000file"}])
     assert response.status_code == 400
     assert response.json()["field"] == "tools[0].name"
+
+
+# Found by the API fuzzer (tests/e2e/test_fuzz_api.py): values of the wrong JSON type were
+# accepted (0 as a name) or silently dropped (a list as the schema, an object as the description),
+# against the OpenAPI description.
+@pytest.mark.django_db
+@pytest.mark.parametrize(("tool", "field"), [
+    ({"name": 0}, "tools[0].name"),
+    ({"name": "read_file", "description": {}}, "tools[0].description"),
+    ({"name": "read_file", "description": {"text": "Read"}}, "tools[0].description"),
+    ({"name": "read_file", "input_schema": [None, None]}, "tools[0].input_schema"),
+    ({"name": "read_file", "source": {}}, "tools[0].source"),
+    ({"type": "function", "function": {"name": "read_file", "parameters": "{}"}}, "tools[0].function.parameters"),
+])
+def test_a_field_of_another_json_type_is_400_naming_it(client, tool, field):
+    response = put(client, [tool])
+    assert response.status_code == 400, response.json()
+    assert response.json()["field"] == field
+    assert not Tool.objects.exists()
+
+
+@pytest.mark.django_db
+def test_null_is_the_same_as_absent_as_in_events(client):
+    response = put(client, [{"name": "read_file", "description": None, "input_schema": None, "source": None}])
+    assert response.status_code == 200, response.json()
+    assert (Tool.objects.get().description, Tool.objects.get().input_schema) == ("", {})
+
+
+@pytest.mark.django_db
+def test_nul_in_a_description_is_replaced_as_in_catalog_events(client):
+    response = put(client, [{**READ_FILE, "description": "Read\u0000 a file"}])
+    assert response.status_code == 200, response.json()
+    assert Tool.objects.get().description == "Read\ufffd a file"
+
+
+@pytest.mark.django_db
+def test_a_name_is_kept_as_sent_and_a_blank_one_is_400(client):
+    assert put(client, [{"name": "   "}]).json()["field"] == "tools[0].name"
+    assert put(client, [{**READ_FILE, "name": " read_file"}]).status_code == 200
+    assert list(Tool.objects.values_list("name", flat=True)) == [" read_file"]
+
+
+@pytest.mark.django_db
+def test_the_description_states_the_list_limits(client):
+    schema = client.get("/api/v1/schema", HTTP_ACCEPT="application/vnd.oai.openapi+json").json()
+    tools = schema["components"]["schemas"]["ToolsPut"]["properties"]["tools"]
+    assert (tools["minItems"], tools["maxItems"]) == (1, 2000)
+    assert put(client, []).json()["field"] == "tools"

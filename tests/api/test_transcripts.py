@@ -116,3 +116,14 @@ def test_arguments_the_database_cannot_hold_are_kept_as_text(api, arguments, sto
     process_all()
     call = ToolCall.objects.get()
     assert (call.arguments, call.status) == (stored, status)
+
+
+# Found by the API fuzzer: a field the detected format does not read was ignored whatever it held.
+@pytest.mark.django_db
+@pytest.mark.parametrize(("field", "value"), [("instructions", {}), ("input", {}), ("tools", "x"),
+                                              ("metadata", [])])
+def test_a_top_level_field_of_the_wrong_type_is_400_whichever_format_reads_it(api, field, value):
+    response = api.post_json(URL, {**fixture("openai_chat"), field: value})
+    assert response.status_code == 400
+    assert response.json()["field"] == field
+    assert not IngestBatch.objects.exists()

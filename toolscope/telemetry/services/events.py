@@ -234,21 +234,22 @@ def fields(spec: dict[str, Check], required: tuple[str, ...] = ()) -> Check:
     return check
 
 
+_TOOL_FIELDS: dict[str, Check] = {"name": identifier, "description": text, "input_schema": json_object,
+                                  "source": short_text}
+
+
 def tool_definition(value: Any, path: str) -> dict[str, Any]:
-    value = mapping(value, path)
-    if "schema_hash" in value and "input_schema" not in value:
-        return fields({"name": identifier, "schema_hash": short_text}, ("name", "schema_hash"))(value, path)
-    return fields(
-        {"name": identifier, "description": text, "input_schema": json_object, "source": short_text},
-        ("name",),
-    )(value, path)
+    """A full definition, or {name, schema_hash} for one sent before. Every field present is
+    checked whichever form it takes: each has one rule, wherever it is."""
+    tool = fields({**_TOOL_FIELDS, "schema_hash": short_text}, ("name",))(value, path)
+    if "schema_hash" in tool and "input_schema" not in tool:
+        return {"name": tool["name"], "schema_hash": tool["schema_hash"]}
+    tool.pop("schema_hash", None)
+    return tool
 
 
 def full_tool_definition(value: Any, path: str) -> dict[str, Any]:
-    return fields(
-        {"name": identifier, "description": text, "input_schema": json_object, "source": short_text},
-        ("name", "input_schema"),
-    )(value, path)
+    return fields(_TOOL_FIELDS, ("name", "input_schema"))(value, path)
 
 
 message = fields({"role": short_text, "content": text}, ("role", "content"))

@@ -71,6 +71,7 @@ def ingest_events(
     valid: list[dict[str, Any]] = []
     for position, raw in enumerate(raw_events):
         raw_id = raw.get("id") if isinstance(raw, dict) else None
+        raw_id = raw_id if isinstance(raw_id, str) else None  # results echo ids, not other JSON
         try:
             valid.append(event_validate(raw, path=f"events[{position}]", received_at=received_at))
             outcome.results.append({"id": raw_id, "status": "accepted"})

@@ -29,6 +29,7 @@ from toolscope.policies.services.audit import audit_draft_change, audit_record
 from toolscope.policies.services.documents import PRODUCTION_LABEL, policy_document_build
 from toolscope.policies.services.regex_safety import regex_problem
 from toolscope.policies.services.validation import PolicyProblem
+from toolscope.telemetry.error_patterns import validate_error_patterns
 
 MESSAGE_MAX = 4000
 # policy_validate's field prefixes -> the editor's sections.
@@ -152,6 +153,33 @@ def _formset(model: type[Model], form: type[forms.ModelForm], extra: int) -> Any
 ToolGroupFormSet = _formset(ToolGroup, ToolGroupForm, 1)
 ContextRuleFormSet = _formset(ContextRule, ContextRuleForm, 1)
 CompactionRuleFormSet = _formset(CompactionRule, CompactionRuleForm, 1)
+
+
+class ErrorPatternForm(forms.Form):
+    """One of the project's tool error patterns (toolscope/telemetry/error_patterns.py)."""
+
+    name = forms.CharField(max_length=60)
+    regex = forms.CharField(max_length=500, label="Regex (RE2, matched at the output's start)")
+    kind = forms.ChoiceField(choices=[("error", "error: status becomes error"),
+                                      ("unflagged", "unflagged: status stays, counted as error text")])
+
+
+def error_patterns_from(formset: Any) -> list[dict[str, str]]:
+    """The patterns a valid formset holds, in order, deleted and blank rows left out."""
+    return [{name: form.cleaned_data[name] for name in ("name", "regex", "kind")} for form in formset.forms
+            if form.cleaned_data and not form.cleaned_data.get("DELETE")]
+
+
+class BaseErrorPatternFormSet(forms.BaseFormSet):
+    def clean(self) -> None:
+        """The patterns as the project would keep them: RE2-safe (the message names the pattern)."""
+        super().clean()
+        if not any(self.errors):
+            validate_error_patterns(error_patterns_from(self))
+
+
+ErrorPatternFormSet = forms.formset_factory(ErrorPatternForm, formset=BaseErrorPatternFormSet, extra=1,
+                                            can_delete=True, max_num=50, validate_max=True)
 
 
 class PolicyDraftForms:

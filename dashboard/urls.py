@@ -37,6 +37,7 @@ urlpatterns = [
     path("p/<slug:slug>/keys/<int:key_id>/revoke/", keys.key_revoke, name="key_revoke"),
     path("p/<slug:slug>/policy/", policy.policy_draft, name="policy"),
     path("p/<slug:slug>/policy/test/", policy.policy_test, name="policy_test"),
+    path("p/<slug:slug>/policy/errors/", policy.policy_error_patterns, name="policy_errors"),
     path("p/<slug:slug>/policy/publish/", policy.policy_publish_page, name="policy_publish"),
     path("p/<slug:slug>/policy/versions/", policy.policy_versions, name="policy_versions"),
     path("p/<slug:slug>/policy/versions/<int:number>/label/", policy.policy_label_move, name="policy_label_move"),

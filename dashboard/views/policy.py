@@ -16,7 +16,15 @@ from django.shortcuts import redirect
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST, require_safe
 
-from dashboard.forms_policy import LabelMoveForm, MessageTestForm, PolicyDraftForms, PublishForm, VersionPairForm
+from dashboard.forms_policy import (
+    ErrorPatternFormSet,
+    LabelMoveForm,
+    MessageTestForm,
+    PolicyDraftForms,
+    PublishForm,
+    VersionPairForm,
+    error_patterns_from,
+)
 from dashboard.permissions import ProjectAccess, project_view
 from dashboard.selectors import policy as selectors
 from dashboard.views.common import range_from, render_page
@@ -26,6 +34,7 @@ from toolscope.policies.services.documents import PRODUCTION_LABEL
 from toolscope.policies.services.publish import PolicyInvalid, label_move, policy_publish
 from toolscope.policies.services.validation import policy_validate
 from toolscope.telemetry.models import Role
+from toolscope.telemetry.services.projects import project_error_patterns_update
 
 
 def _page(request: HttpRequest, access: ProjectAccess, template: str, *, status: int = 200,
@@ -153,3 +162,22 @@ def policy_label_move(request: HttpRequest, access: ProjectAccess, number: int) 
     label_move(project=access.project, name=name, version=version, user=request.user)
     messages.success(request, f"{name} now serves v{number}.")
     return redirect(_url(access, "policy_versions"))
+
+
+@project_view()
+@require_http_methods(["GET", "POST"])
+def policy_error_patterns(request: HttpRequest, access: ProjectAccess) -> HttpResponse:
+    """The project's tool error patterns: how a call is told failed when its format flags nothing."""
+    if request.method == "POST" and not access.can_edit:
+        raise PermissionDenied("Editing error patterns needs the editor role.")
+    if request.method == "GET":
+        formset = ErrorPatternFormSet(initial=access.project.tool_error_patterns, prefix="patterns")
+        return _page(request, access, "dashboard/policy_errors.html", formset=formset, readonly=not access.can_edit)
+    formset = ErrorPatternFormSet(request.POST, prefix="patterns")
+    if formset.is_valid():
+        changed = project_error_patterns_update(project=access.project, patterns=error_patterns_from(formset),
+                                                user=request.user)
+        messages.success(request, "Saved. Calls stored from now on are classified with these patterns."
+                         if changed else "Saved: nothing changed.")
+        return redirect(_url(access, "policy_errors"))
+    return _page(request, access, "dashboard/policy_errors.html", formset=formset, readonly=False, status=400)

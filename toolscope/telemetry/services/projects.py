@@ -12,6 +12,7 @@ from django.core.validators import validate_slug
 from django.db import IntegrityError, transaction
 
 from toolscope.policies.models import Policy, SelectionMode
+from toolscope.telemetry.error_patterns import validate_error_patterns
 from toolscope.telemetry.models import Encoding, Membership, Project, Role, Scope
 from toolscope.telemetry.services.api_keys import CreatedKey, api_key_create
 
@@ -93,3 +94,26 @@ def project_create(
     policy = Policy.objects.create(project=project, mode=SelectionMode.ALL, updated_by=user)
     key = api_key_create(project=project, name="default key", scopes=DEFAULT_KEY_SCOPES, created_by=user)
     return CreatedProject(project=project, policy=policy, owner=user, owner_password=password, key=key)
+
+
+def project_error_patterns_update(
+    *, project: Project, patterns: list[dict[str, str]], user: AbstractBaseUser | None
+) -> bool:
+    """Replace the project's tool error patterns (docs/events.md, "Tool errors"); ValidationError
+    names the first bad one. Recorded in the policy audit log; False when nothing changed. Calls
+    stored before keep the classification they got."""
+    from toolscope.policies.models import PolicyAuditAction
+    from toolscope.policies.services.audit import audit_record
+
+    validate_error_patterns(patterns)
+    if patterns == project.tool_error_patterns:
+        return False
+    before = [p["name"] for p in project.tool_error_patterns]
+    project.tool_error_patterns = patterns
+    project.save(update_fields=["tool_error_patterns"])
+    audit_record(
+        project=project, user=user, action=PolicyAuditAction.DRAFT_CHANGED,
+        summary=f"tool error patterns: {', '.join(p['name'] for p in patterns) or 'none'}",
+        detail={"error_patterns": {"before": before, "after": patterns}},
+    )
+    return True

@@ -25,6 +25,17 @@ class LabelField(StrictCharField, serializers.SlugField):
     pass
 
 
+class AdvertisedToolInput(serializers.Serializer):
+    """A tool the agent advertises: a full definition, or a reference to a catalog tool."""
+
+    name = StrictCharField(max_length=200)
+    schema_hash = StrictCharField(required=False, max_length=64,
+                                  help_text="The definition's hash, as in a turn event's tools.")
+    source = StrictCharField(required=False, allow_blank=True, max_length=200)
+    description = StrictCharField(required=False, allow_blank=True)
+    input_schema = serializers.DictField(required=False, help_text="With it, the definition is used as sent.")
+
+
 class ResolveInput(serializers.Serializer):
     message = StrictCharField(
         allow_blank=True, required=False, default="", max_length=MAX_MESSAGE_LENGTH,
@@ -33,6 +44,14 @@ class ResolveInput(serializers.Serializer):
                                   help_text="The session's state as returned by the previous call.")
     format = serializers.ChoiceField(choices=FORMATS, default="openai")
     label = LabelField(default="production", max_length=64)
+    tools = serializers.ListField(
+        child=AdvertisedToolInput(), required=False, allow_null=True, default=None, max_length=2000,
+        help_text="The tools the agent advertises: the catalog is then these names, each in the "
+        "definition given, or the catalog's of that schema_hash, or of that source.")
+    source = StrictCharField(
+        required=False, allow_null=True, allow_blank=True, default=None, max_length=200,
+        help_text="The source (MCP server, agent) whose definitions to use where several sources define "
+        "a name; without it, the most recently seen definition.")
 
 
 class ResolveOutput(serializers.Serializer):
@@ -78,7 +97,8 @@ class ResolveView(APIView):
         data = _valid(ResolveInput, request)
         try:
             body = policy_resolve(project=request.auth.project, label=data["label"], message=data["message"],
-                                  state=data["state"], output_format=data["format"])
+                                  state=data["state"], output_format=data["format"],
+                                  advertised=data["tools"], source=data["source"])
         except PolicyNotPublished as exc:
             raise exceptions.NotFound(str(exc)) from None
         return Response(body)

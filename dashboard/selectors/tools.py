@@ -25,9 +25,23 @@ def catalog_rows(*, project_id: int) -> list[dict[str, Any]]:
     return list(
         Tool.objects.filter(project_id=project_id)
         .annotate(last_call_hour=Subquery(last_call))
-        .values("name", "source", "schema_tokens", "last_call_hour")
-        .order_by("name")
+        .values("name", "source", "schema_hash", "schema_tokens", "last_call_hour")
+        .order_by("name", "-last_seen_at", "-pk")
     )
+
+
+def _by_name(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """One entry per name: the most recently seen definition's figures, and how many live
+    definitions (one per source) the name has and of how many different schemas."""
+    entries: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        entry = entries.setdefault(row["name"], {**row, "sources": [], "hashes": set()})
+        entry["sources"].append(row["source"])
+        entry["hashes"].add(row["schema_hash"])
+    for entry in entries.values():
+        entry["definitions"], entry["schemas"] = len(entry["sources"]), len(entry.pop("hashes"))
+        entry["sources"].sort()
+    return entries
 
 
 _EMPTY_USAGE = {"calls": 0, "errors": 0, "error_rate": None, "output_tokens": 0, "mean_output_tokens": None,
@@ -40,7 +54,7 @@ def tool_table(*, project_id: int, start: datetime, end: datetime) -> list[dict[
     """Every catalog tool and every tool seen in the range, usage beside catalog figures: two
     queries (usage, catalog), merged here. Unsorted; see tool_table_arrange."""
     usage = {row["name"]: row for row in tool_usage(project_id=project_id, start=start, end=end)}
-    catalog = {row["name"]: row for row in catalog_rows(project_id=project_id)}
+    catalog = _by_name(catalog_rows(project_id=project_id))
     rows = []
     for name in sorted(usage.keys() | catalog.keys()):
         entry = catalog.get(name)
@@ -48,6 +62,10 @@ def tool_table(*, project_id: int, start: datetime, end: datetime) -> list[dict[
         row["in_catalog"] = entry is not None
         row["catalog_schema_tokens"] = entry["schema_tokens"] if entry else None
         row["source"] = entry["source"] if entry else ""
+        # Several sources define the name: resolve renders the one the agent advertises.
+        row["definitions"] = entry["definitions"] if entry else 0
+        row["definition_sources"] = entry["sources"] if entry else []
+        row["schemas_differ"] = bool(entry) and entry["schemas"] > 1
         # Outside the catalog there is no per-tool lookup: the last call within the range.
         row["last_used"] = entry["last_call_hour"] if entry else row["last_call_hour"]
         rows.append(row)
@@ -75,7 +93,14 @@ def tool_table_arrange(rows: list[dict[str, Any]], *, q: str, show: str, sort: s
 
 
 def tool_get(*, project_id: int, name: str) -> Tool | None:
-    return Tool.objects.filter(project_id=project_id, name=name).first()
+    """The most recently seen definition of `name` (the one resolve falls back to)."""
+    definitions = tool_definitions(project_id=project_id, name=name)
+    return definitions[0] if definitions else None
+
+
+def tool_definitions(*, project_id: int, name: str) -> list[Tool]:
+    """Every source's definition of `name`, most recently seen first: one query."""
+    return list(Tool.objects.filter(project_id=project_id, name=name).order_by("-last_seen_at", "-pk"))
 
 
 def tool_seen(*, project_id: int, name: str) -> bool:

@@ -9,12 +9,13 @@ from django.http import Http404, HttpRequest, HttpResponse
 from dashboard import charts, selectors
 from dashboard.forms import TOOL_SHOW, TOOL_SORTS, TimeRange, ToolTableForm
 from dashboard.permissions import ProjectAccess, project_view
+from dashboard.selectors.tools import tool_definitions
 from dashboard.views.common import csv_name, csv_response, csv_rows, range_from, render_page
 from toolscope.policies.models import Tool
 
 TABLE_COLUMNS = ("name", "in_catalog", "source", "calls", "errors", "error_rate", "p50_ms", "p95_ms",
                  "mean_output_tokens", "catalog_schema_tokens", "schema_tokens", "duplicates", "duplicate_rate",
-                 "duplicate_tokens", "times_advertised", "times_called", "last_used")
+                 "duplicate_tokens", "times_advertised", "times_called", "last_used", "definitions")
 SERIES_COLUMNS = ("bucket", "calls", "errors", "output_tokens", "duplicates")
 SAMPLE_COLUMNS = ("started_at", "status", "duration_ms", "output_tokens")
 
@@ -47,24 +48,37 @@ def tool_list_csv(request: HttpRequest, access: ProjectAccess) -> HttpResponse:
     return csv_response(csv_name(access, "tools", time_range), TABLE_COLUMNS, csv_rows(rows, TABLE_COLUMNS))
 
 
-def _tool_or_404(access: ProjectAccess, name: str) -> Tool | None:
-    tool = selectors.tool_get(project_id=access.project.pk, name=name)
-    if tool is None and not selectors.tool_seen(project_id=access.project.pk, name=name):
+def _definitions_or_404(access: ProjectAccess, name: str) -> list[Tool]:
+    definitions = tool_definitions(project_id=access.project.pk, name=name)
+    if not definitions and not selectors.tool_seen(project_id=access.project.pk, name=name):
         raise Http404("No such tool.")
-    return tool
+    return definitions
+
+
+def _tool_or_404(access: ProjectAccess, name: str) -> Tool | None:
+    definitions = _definitions_or_404(access, name)
+    return definitions[0] if definitions else None
+
+
+def _definition_shown(definitions: list[Tool], source: str | None) -> Tool | None:
+    """The definition of ?source=, else the most recently seen (the one resolve falls back to)."""
+    chosen = next((tool for tool in definitions if tool.source == source), None)
+    return chosen or (definitions[0] if definitions else None)
 
 
 @project_view()
 def tool_detail(request: HttpRequest, access: ProjectAccess, name: str) -> HttpResponse:
     time_range, range_form = range_from(request)
-    tool = _tool_or_404(access, name)
+    definitions = _definitions_or_404(access, name)
+    tool = _definition_shown(definitions, request.GET.get("source"))
     window = {"project_id": access.project.pk, "name": name, "start": time_range.start, "end": time_range.end}
     series = selectors.tool_series(**window, bucket=time_range.bucket)
     sample = selectors.tool_call_sample(**window)
     totals = {key: sum(row[key] for row in series) for key in SERIES_COLUMNS[1:]}
     return render_page(
         request, access, "dashboard/tool.html", active="tools", time_range=time_range, range_form=range_form,
-        name=name, tool=tool, series=series, sample_size=len(sample), sample_limit=selectors.SAMPLE_SIZE,
+        name=name, tool=tool, definitions=definitions, series=series, sample_size=len(sample),
+        sample_limit=selectors.SAMPLE_SIZE,
         totals=totals, charts=_tool_charts(series, sample, bucket=time_range.bucket, called=totals["calls"] > 0),
         log_spread=charts.LOG_SPREAD,
         errors=selectors.tool_errors(**window),

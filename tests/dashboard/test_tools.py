@@ -12,7 +12,7 @@ from django.urls import reverse
 from dashboard.forms import TOOL_SORTS
 from tests.admin.builders import make_tool
 from tests.dashboard.builders import recent
-from toolscope.policies.models import ToolVersion
+from toolscope.policies.models import Tool, ToolVersion
 from toolscope.telemetry.models import ToolHourly
 from toolscope.telemetry.services.rollups import hour_floor
 
@@ -202,3 +202,39 @@ def test_the_table_says_what_calls_and_turns_calling_count(viewer_client, table)
         "Calls", "Turns calling", "Turns advertised")
     assert 'title="Tool calls: every call counts' in html
     assert 'title="Turns that called the tool at least once' in html
+
+
+@pytest.fixture
+def two_bashes(project):
+    """bash from two sources with different schemas, read_file from one."""
+    make_tool(project, "bash", source="local", description="The demo's bash.")
+    make_tool(project, "bash", source="test-agent", description="Run it.")
+    make_tool(project, "read_file", source="local")
+    return project
+
+
+@pytest.mark.django_db
+def test_the_table_flags_a_name_several_sources_define(viewer_client, two_bashes):
+    rows = {row["name"]: row for row in _rows(viewer_client, two_bashes)}
+
+    assert (rows["bash"]["definitions"], rows["bash"]["definition_sources"]) == (2, ["local", "test-agent"])
+    assert rows["bash"]["schemas_differ"] is True
+    assert rows["read_file"]["definitions"] == 1
+    page = viewer_client.get(reverse("dashboard:tools", args=[two_bashes.slug])).content.decode()
+    assert page.count('data-flag="definitions"') == 1
+    assert "2 definitions" in page
+
+
+@pytest.mark.django_db
+def test_tool_page_lists_every_sources_definition_and_shows_the_one_asked_for(viewer_client, two_bashes):
+    url = reverse("dashboard:tool", args=[two_bashes.slug, "bash"])
+    Tool.objects.filter(project=two_bashes, source="test-agent").update(last_seen_at=recent(1))
+    Tool.objects.filter(project=two_bashes, source="local").update(last_seen_at=recent(2))
+
+    latest = viewer_client.get(url)
+    chosen = viewer_client.get(url, {"source": "local"})
+
+    assert [tool.source for tool in latest.context["definitions"]] == ["test-agent", "local"]
+    assert latest.context["tool"].description == "Run it."
+    assert chosen.context["tool"].description == "The demo's bash."
+    assert 'data-flag="definitions"' in chosen.content.decode()

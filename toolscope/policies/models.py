@@ -23,7 +23,15 @@ class OnSchemaError(models.TextChoices):
 
 
 class Tool(models.Model):
-    """A tool of a project's catalog, with its current schema and per-tool settings."""
+    """One source's definition of a tool in a project's catalog, with its current schema and the
+    per-tool settings.
+
+    A tool is identified by its source (an MCP server, an agent; "" is a source too) and its name:
+    two sources' tools of one name are two rows, and a changed schema is a new ToolVersion of its
+    own source's row. Policies refer to tools by name, so the rows of one name share the policy's
+    sets and the per-tool settings (services.catalog keeps them alike; docs/policy.md, "Catalog
+    identity").
+    """
 
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="tools")
     name = models.CharField(max_length=200)
@@ -50,11 +58,14 @@ class Tool(models.Model):
     retry_policy = models.JSONField(default=dict, blank=True)
 
     class Meta:
-        ordering = ["name"]
-        constraints = [models.UniqueConstraint(fields=["project", "name"], name="tool_project_name_unique")]
+        ordering = ["name", "source"]
+        constraints = [
+            # Name before source: the catalog is read by (project, name), which this index serves.
+            models.UniqueConstraint(fields=["project", "name", "source"], name="tool_project_name_source_unique"),
+        ]
 
     def __str__(self) -> str:
-        return self.name
+        return f"{self.name} ({self.source})" if self.source else self.name
 
 
 class ToolVersion(models.Model):

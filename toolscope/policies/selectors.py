@@ -11,7 +11,7 @@ SETTINGS_FIELDS = ("scope", "requires_approval", "redact", "max_result_tokens", 
 
 
 def tool_list(*, project: Project) -> list[dict[str, Any]]:
-    """The catalog as the API shows it, one query."""
+    """The catalog as the API shows it, every source's definition of a name, one query."""
     return [
         {
             "name": tool.name,
@@ -24,17 +24,55 @@ def tool_list(*, project: Project) -> list[dict[str, Any]]:
             "last_seen_at": tool.last_seen_at,
             "settings": {field: getattr(tool, field) for field in SETTINGS_FIELDS},
         }
-        for tool in Tool.objects.filter(project=project).order_by("name")
+        for tool in Tool.objects.filter(project=project).order_by("name", "source")
     ]
 
 
-def tool_catalog(*, project: Project) -> list[dict[str, Any]]:
-    """The catalog in the engine's shape, in name order (one query)."""
-    return [
-        {"name": name, "description": description, "input_schema": schema, "source": source}
-        for name, description, schema, source in Tool.objects.filter(project=project)
-        .order_by("name").values_list("name", "description", "input_schema", "source")
-    ]
+Definition = dict[str, Any]
+
+
+def tool_catalog(
+    *, project: Project, advertised: list[Definition] | None = None, source: str | None = None
+) -> list[Definition]:
+    """The catalog in the engine's shape, one definition per name, in name order (one query).
+
+    The engine renders tools by name, so of a name several sources define, the one chosen is
+    (docs/policy.md, "Catalog identity"): the definition the agent advertised (`advertised`: full
+    definitions as sent, or {"name", "schema_hash"?, "source"?} references to catalog tools),
+    else that of the advertised entry's source or of `source`, else the most recently seen. With
+    `advertised`, the catalog is the advertised names only: the agent can send nothing else.
+    """
+    rows = Tool.objects.filter(project=project).order_by("name", "-last_seen_at", "-pk")
+    wanted = {entry["name"]: entry for entry in advertised} if advertised is not None else None
+    if wanted is not None:
+        rows = rows.filter(name__in=wanted)
+    by_name: dict[str, list[Definition]] = {}
+    for name, description, schema, tool_source, digest in rows.values_list(
+        "name", "description", "input_schema", "source", "schema_hash"
+    ):
+        by_name.setdefault(name, []).append({"name": name, "description": description, "input_schema": schema,
+                                             "source": tool_source, "schema_hash": digest})
+    names = sorted(by_name if wanted is None else wanted)
+    chosen = (_definition_chosen(by_name.get(name, []), (wanted or {}).get(name), source) for name in names)
+    return [definition for definition in chosen if definition is not None]
+
+
+def _definition_chosen(rows: list[Definition], entry: Definition | None, source: str | None) -> Definition | None:
+    """`rows` are one name's definitions, most recently seen first."""
+    entry = entry or {}
+    if entry.get("input_schema") is not None:
+        return {"name": entry["name"], "description": entry.get("description") or "",
+                "input_schema": entry["input_schema"], "source": entry.get("source") or ""}
+    wanted_source = entry.get("source", source)
+    for key, value in (("schema_hash", entry.get("schema_hash")), ("source", wanted_source)):
+        match = next((row for row in rows if value is not None and row[key] == value), None)
+        if match is not None:
+            return _engine_shape(match)
+    return _engine_shape(rows[0]) if rows else None
+
+
+def _engine_shape(row: Definition) -> Definition:
+    return {key: row[key] for key in ("name", "description", "input_schema", "source")}
 
 
 def policy_version_previous(*, version: PolicyVersion) -> PolicyVersion | None:

@@ -6,6 +6,7 @@ from django.contrib import admin
 from django.utils.safestring import SafeString
 
 from toolscope.policies.models import Tool, ToolVersion
+from toolscope.policies.services.catalog import tool_settings_share
 from toolscope.telemetry.admin.common import (
     ListDeferMixin,
     ReadOnlyAdminMixin,
@@ -50,11 +51,19 @@ class ToolAdmin(ListDeferMixin, admin.ModelAdmin):
     list_defer = ("input_schema",)
     search_fields = ["name", "description"]
     fieldsets = [
-        ("Catalog (as agents advertised it)", {"fields": CATALOG_FIELDS}),
-        ("Per-tool settings (served in the policy)", {"fields": SETTING_FIELDS}),
+        ("Catalog (as this source advertised it)", {"fields": CATALOG_FIELDS}),
+        ("Per-tool settings (served in the policy by name, shared by every source's definition)",
+         {"fields": SETTING_FIELDS}),
     ]
     readonly_fields = CATALOG_FIELDS
     inlines = [ToolVersionInline]
+
+    def save_model(self, request, obj: Tool, form, change: bool) -> None:
+        super().save_model(request, obj, form, change)
+        # The policy serves settings by name: every source's tool of this name gets them.
+        if shared := tool_settings_share(tool=obj):
+            self.message_user(request, f"Settings of {obj.name} also applied to its {shared} other "
+                              f"source{'s' if shared > 1 else ''}' definition{'s' if shared > 1 else ''}.")
 
     def has_add_permission(self, request) -> bool:
         # The catalog is what agents advertise; a tool typed in here would have no schema.

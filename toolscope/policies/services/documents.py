@@ -37,7 +37,8 @@ def policy_document_build(*, policy: Policy) -> dict[str, Any]:
         .get(pk=policy.pk)
     )
     project = policy.project
-    allowed = sorted(tool.name for tool in policy.allowed.all())
+    # Several sources' tools of one name are one name to an agent (docs/policy.md, "Catalog identity").
+    allowed = sorted({tool.name for tool in policy.allowed.all()})
     return {
         "schema_version": SCHEMA_VERSION,
         "project": project.slug,
@@ -46,8 +47,8 @@ def policy_document_build(*, policy: Policy) -> dict[str, Any]:
         "selection": {
             "mode": policy.mode,
             "allowed": allowed or None,
-            "always_on": sorted(tool.name for tool in policy.always_on.all()),
-            "groups": {group.name: sorted(t.name for t in group.tools.all()) for group in policy.groups.all()},
+            "always_on": sorted({tool.name for tool in policy.always_on.all()}),
+            "groups": {group.name: sorted({t.name for t in group.tools.all()}) for group in policy.groups.all()},
             "context_rules": [
                 {"name": rule.name, "keywords": rule.keywords, "regex": rule.regex or None,
                  "groups": sorted(group.name for group in rule.groups.all())}
@@ -70,7 +71,10 @@ def policy_document_build(*, policy: Policy) -> dict[str, Any]:
 
 
 def _tool_settings(project: Project) -> dict[str, dict[str, Any]]:
-    tools = Tool.objects.filter(project=project).values("name", *SETTINGS_FIELDS)
+    """Settings by name. The rows of a name share them (services.catalog); were they ever to
+    differ, the first-registered row's win (it comes last here)."""
+    tools = Tool.objects.filter(project=project).order_by("name", "-first_seen_at", "-pk").values(
+        "name", *SETTINGS_FIELDS)
     return {tool.pop("name"): tool for tool in tools}
 
 

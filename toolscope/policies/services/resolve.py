@@ -34,12 +34,14 @@ def policy_document_for_label(*, project: Project, label: str) -> dict[str, Any]
 
 
 def policy_resolve(
-    *, project: Project, label: str, message: str, state: dict[str, Any] | None, output_format: str
+    *, project: Project, label: str, message: str, state: dict[str, Any] | None, output_format: str,
+    advertised: list[dict[str, Any]] | None = None, source: str | None = None,
 ) -> dict[str, Any]:
     """The tools to send for `message`, rendered in `output_format`, and what they cost against
-    sending every allowed tool."""
+    sending every allowed tool. Of a name several sources define, the definition rendered is the
+    one the agent advertises (`advertised`, `source`; selectors.tool_catalog)."""
     document = policy_document_for_label(project=project, label=label)
-    catalog = tool_catalog(project=project)
+    catalog = tool_catalog(project=project, advertised=advertised, source=source)
     session = SessionState.from_dict(state)
     selection = select_tools(catalog, document, session, message)
     everything = select_tools(catalog, {"selection": {"mode": "all", **_allowed(document)}}, SessionState(), "")

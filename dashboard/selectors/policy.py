@@ -40,10 +40,14 @@ def policy_get(*, project_id: int) -> Policy | None:
 
 
 def policy_catalog(*, project_id: int) -> list[Tool]:
-    """The catalog in name order, only what the pickers show: one query."""
-    return list(
-        Tool.objects.filter(project_id=project_id).only("id", "name", "description", "schema_tokens").order_by("name")
-    )
+    """The catalog in name order, one row per name (its first-registered definition: the policy
+    refers to tools by name, and a name's other sources follow it), only what the pickers show:
+    one query."""
+    rows = Tool.objects.filter(project_id=project_id).only("id", "name", "description", "schema_tokens")
+    first: dict[str, Tool] = {}
+    for tool in rows.order_by("name", "pk"):
+        first.setdefault(tool.name, tool)
+    return list(first.values())
 
 
 @dataclass(frozen=True)

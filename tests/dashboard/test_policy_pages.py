@@ -25,6 +25,7 @@ from toolscope.policies.models import (
     PolicyLabel,
     PolicyVersion,
     SelectionMode,
+    Tool,
     ToolGroup,
 )
 from toolscope.policies.services.publish import policy_publish
@@ -415,3 +416,17 @@ def test_policy_page_query_counts_are_pinned(admin_client, policy, owner, django
     _grow(policy, owner, 2)
     with django_assert_num_queries(queries):
         assert admin_client.get(_url(policy.project, name), params).status_code == 200
+
+
+@pytest.mark.django_db
+def test_the_editor_lists_a_name_with_two_sources_once(editor_client, project, policy, tools):
+    """A test agent's own `bash` beside the catalog's: the policy refers to tools by name, so the
+    draft editor offers the name once (its first-registered definition), not one box per source."""
+    from toolscope.policies.services.catalog import catalog_upsert
+
+    catalog_upsert(project=project, definitions=[{"name": "bash", "description": "Run it", "source": "test-agent",
+                                                  "input_schema": {"type": "object"}}])
+    assert Tool.objects.filter(project=project, name="bash").count() == 2
+    rows = editor_client.get(_url(project, "policy")).context["tool_rows"]
+    assert [row["name"] for row in rows].count("bash") == 1
+    assert next(row for row in rows if row["name"] == "bash")["id"] == tools["bash"].pk

@@ -161,6 +161,7 @@ class ToolsPutSerializer(serializers.Serializer):
 
 class ToolUpsertResultSerializer(serializers.Serializer):
     name = serializers.CharField()
+    source = serializers.CharField(help_text="The definition's source: a tool is its (source, name).")
     schema_hash = serializers.CharField()
     status = serializers.ChoiceField(choices=["created", "updated", "unchanged"])
 

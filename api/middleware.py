@@ -21,15 +21,18 @@ from __future__ import annotations
 import logging
 import re
 import sys
+import traceback
 import uuid
 from collections.abc import Callable
 from http import HTTPStatus
 
 from django.core.exceptions import PermissionDenied, RequestDataTooBig, SuspiciousOperation
 from django.core.signals import got_request_exception
-from django.db import InterfaceError, OperationalError
+from django.db import DatabaseError, InterfaceError, OperationalError
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.views import defaults
+
+from toolscope.telemetry.services.quarantine import failure_reason
 
 logger = logging.getLogger(__name__)
 
@@ -76,7 +79,12 @@ def database_unavailable(request: HttpRequest, exc: BaseException) -> HttpRespon
 
 def server_error(request: HttpRequest, exc: BaseException | None) -> HttpResponse:
     rid = request_id(request)
-    if exc is not None:
+    if isinstance(exc, DatabaseError):
+        # PostgreSQL's detail and Django's message can quote the row: the reason and the stack only.
+        logger.error("unhandled exception (request id %s) on %s %s: %s\n%s", rid, request.method, request.path,
+                     failure_reason(exc), "".join(traceback.format_tb(exc.__traceback__)),
+                     extra={"request_id": rid})
+    elif exc is not None:
         logger.error("unhandled exception (request id %s) on %s %s", rid, request.method, request.path,
                      exc_info=(type(exc), exc, exc.__traceback__), extra={"request_id": rid})
     detail = f"Internal server error; quote the request id {rid} when reporting it."

@@ -77,6 +77,25 @@ def test_an_unexpected_error_is_a_json_500_whose_request_id_is_logged(project, f
     assert record.exc_info[0] is RuntimeError
 
 
+def test_a_database_error_is_logged_without_the_values_it_quotes(project, monkeypatch, caplog, debug):
+    from django.db import DataError
+
+    value = "sk-live-" + "secret-4242"  # as data reaches an error: not in any source line
+
+    def broken(**kwargs):
+        raise DataError(f'value "{value}" is out of range for type integer')
+
+    monkeypatch.setattr("api.views.tools.tool_list", broken)
+    agent = KeyClient(make_key(project).secret, raise_request_exception=False)
+    with caplog.at_level(logging.ERROR, logger="api.middleware"):
+        response = agent.get("/api/v1/tools")
+    assert_json_error(response, 500, "server_error")
+    [record] = [r for r in caplog.records if r.name == "api.middleware"]
+    logged = record.getMessage() + (logging.Formatter().formatException(record.exc_info) if record.exc_info else "")
+    assert "DataError" in logged and "broken" in logged  # the class and where
+    assert "sk-live-secret-4242" not in logged
+
+
 def test_a_sane_request_id_from_the_client_is_kept(project, failing_catalog):
     agent = KeyClient(make_key(project).secret, raise_request_exception=False)
     response = agent.get("/api/v1/tools", HTTP_X_REQUEST_ID="trace-4bf92f3577b34da6")

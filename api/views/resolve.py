@@ -8,7 +8,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from api.serializers import ErrorSerializer, StrictCharField, StrictIntegerField
+from api.serializers import ErrorSerializer, IdField, StrictCharField, StrictIntegerField
 from toolscope.policies.services.resolve import (
     FORMATS,
     MAX_MESSAGE_LENGTH,
@@ -28,8 +28,9 @@ class LabelField(StrictCharField, serializers.SlugField):
 class AdvertisedToolInput(serializers.Serializer):
     """A tool the agent advertises: a full definition, or a reference to a catalog tool."""
 
-    name = StrictCharField(max_length=200)
-    schema_hash = StrictCharField(required=False, max_length=64,
+    # Stated in the description as validated (found by the API fuzzer: blank was refused, undocumented).
+    name = IdField()
+    schema_hash = StrictCharField(required=False, min_length=1, max_length=64,
                                   help_text="The definition's hash, as in a turn event's tools.")
     source = StrictCharField(required=False, allow_blank=True, max_length=200)
     description = StrictCharField(required=False, allow_blank=True)

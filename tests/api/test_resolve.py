@@ -204,3 +204,14 @@ def test_top_k_is_any_json_integer_and_clamped(reader, published, top_k, same_as
     response = search(top_k)
     assert response.status_code == 200, response.json()
     assert response.json() == search(same_as).json()
+
+
+@pytest.mark.django_db
+def test_an_advertised_tool_is_described_as_it_is_validated(reader, published, client):
+    # Found by the API fuzzer: a blank name or schema_hash was refused, and the description allowed it.
+    schema = client.get("/api/v1/schema", HTTP_ACCEPT="application/vnd.oai.openapi+json").json()
+    tool = schema["components"]["schemas"]["AdvertisedToolInput"]["properties"]
+    assert (tool["name"]["minLength"], tool["schema_hash"]["minLength"]) == (1, 1)
+    response = reader.post("/api/v1/policy/resolve", {"tools": [{"name": " "}]}, format="json")
+    assert response.status_code == 400
+    assert response.json()["field"] == "tools[0].name"

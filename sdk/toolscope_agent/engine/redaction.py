@@ -100,10 +100,10 @@ def is_secret_name(name: str) -> bool:
 # has the shape of a gitleaks rule and is judged by the same code (entropy, allowlists).
 
 _NOT_A_VALUE = [  # placeholders, references and documentation examples, not values
-    r"EXAMPLE",
+    r"EXAMPLE", r"(?i:abc123|foo:?bar)",
     r"^\[REDACTED(?::[0-9a-f]+)?\]$", r"^<[^>]*>$", r"^\{[^}]*\}$", r"^\*+$", r"^(?i:x+)$", r"^!\w+$",
     r"^%\(\w+\)[a-z]$", r"^\[+[\w ]*\]+$",
-    r"^(?i:pass(?:word)?|passwd|pwd|secret|changeme|changeit|redacted|token|example|dummy|none|null|masterkey)$",
+    r"^(?i:pass(?:word)?|passwd|pwd|secret|changeme|changeit|redacted|token|example|dummy|none|null|masterkey)\d{0,3}$",
 ]
 # A value without digits is indistinguishable from a word (`boolean?`, `a%20secret`).
 _WORDS_ONLY = r"^(?:[A-Za-z_./~+=?-]|%[0-9A-Fa-f]{2})+$"

@@ -103,6 +103,7 @@ def test_secrets_in_context_lose_only_the_secret(text, expected):
     "playwright-cli eval \"() => { document.cookie = 'session=abc123'; }\"",
     "user = User(username='scolvin', password='password1')",
     "mhu = MultiHostUrl('https://foo.com:123,foo:bar@bar.com/path')",
+    "    Authorization: Token 401f7ac837da42b97f613d789819ff93537bee6a",  # DRF's documented example
 ])
 def test_ordinary_text_is_left_alone(text):
     assert redact_text(text) == text

@@ -101,6 +101,9 @@ def is_secret_name(name: str) -> bool:
 
 _NOT_A_VALUE = [  # placeholders, references and documentation examples, not values
     r"EXAMPLE", r"(?i:abc123|foo:?bar)",
+    # Published example credentials, as gitleaks allows AWS's ...EXAMPLE keys: Django REST
+    # framework's documented token.
+    r"^401f7ac837da42b97f613d789819ff93537bee6a$",
     r"^\[REDACTED(?::[0-9a-f]+)?\]$", r"^<[^>]*>$", r"^\{[^}]*\}$", r"^\*+$", r"^(?i:x+)$", r"^!\w+$",
     r"^%\(\w+\)[a-z]$", r"^\[+[\w ]*\]+$",
     r"^(?i:pass(?:word)?|passwd|pwd|secret|changeme|changeit|redacted|token|example|dummy|none|null|masterkey)\d{0,3}$",
@@ -131,7 +134,7 @@ OWN_RULES: list[dict[str, Any]] = [
     {"id": "toolscope-token-header", "keywords": ["token"], "entropy": 3.0,
      # `Token abc…` (a header or prose), not a `--next-token` flag's value.
      "regex": r"(?i)(?:^|[^\w.-])token[ \t]+([A-Za-z0-9._~+/-]{16,}={0,2})",
-     "allowlists": [{"regexes": [_WORDS_ONLY]}]},
+     "allowlists": [{"regexes": [*_NOT_A_VALUE, _WORDS_ONLY]}]},
     {"id": "toolscope-basic-auth", "keywords": ["basic"], "entropy": 2.5,
      "regex": r"(?i)\bauthorization[\"']?[ \t]*[:=][ \t]*[\"']?basic[ \t]+([A-Za-z0-9+/]{12,}={0,2})"},
     {"id": "toolscope-provider-key", "keywords": ["sk-proj-", "sk-svcacct-", "sk-admin-", "sk-ant-"],

@@ -13,16 +13,14 @@ import time
 from dataclasses import dataclass, field
 
 import httpx
-import psycopg
 import pytest
 from django.db.models import Count
 
 from tests.e2e.conftest import wait_for
 from tests.e2e.stack import Stack, running_stack
-from tests.e2e.test_nothing_lost import all_done, post, tool_calls
+from tests.e2e.test_nothing_lost import all_done, batch_held_mid_processing, post, tool_calls
 from tests.factories import make_key, make_project
-from toolscope.policies.models import Tool
-from toolscope.telemetry.models import BatchStatus, IngestBatch, ToolCall
+from toolscope.telemetry.models import IngestBatch, ToolCall
 
 pytestmark = pytest.mark.slow
 
@@ -46,19 +44,9 @@ def readyz(stack: Stack) -> int:
 
 
 def test_a_worker_holding_a_batch_survives_redis_stopped_for_30_s(stack):
-    project = make_project("outage")
-    key = make_key(project).secret
-    Tool.objects.create(project=project, name="read_file", description="old", input_schema={})
-    turn = {"type": "turn", "id": "s1:t0", "session_id": "s1", "index": 0,
-            "tools": [{"name": "read_file", "description": "new", "input_schema": {"type": "object"}}]}
-    db = stack.env["DATABASE_URL"].replace("postgres://", "postgresql://")
-    # Hold the tool's row: the batch's processing blocks on it, its message unacknowledged
-    # (late acknowledgement), while the other pool process leaves the consumer reading Redis.
-    with psycopg.connect(db) as blocker:
-        blocker.execute("SELECT id FROM policies_tool WHERE name = 'read_file' FOR UPDATE")
-        assert post(stack, key, [turn, *tool_calls("s1", 100)]).status_code == 202
-        wait_for(lambda: IngestBatch.objects.filter(status=BatchStatus.PROCESSING).exists(), 30,
-                 "the worker to claim the batch")
+    # The batch's message stays unacknowledged (late acknowledgement) while it is held, and the
+    # other pool process leaves the consumer reading Redis.
+    with batch_held_mid_processing(stack, "outage", 100) as (blocker, key):
         stack.redis.stop()
         wait_for(lambda: "Connection to broker lost" in stack.worker.log.read_text(), 30,
                  "the worker to notice the broker is gone")

@@ -4,6 +4,8 @@ delays processing and never drops or doubles an event."""
 from __future__ import annotations
 
 import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import httpx
 import psycopg
@@ -34,20 +36,27 @@ def all_done(expected_batches: int) -> bool:
     return len(statuses) == expected_batches and all(s == BatchStatus.DONE for s in statuses)
 
 
-def test_a_worker_killed_mid_batch_loses_and_doubles_nothing(stack):
-    project = make_project("resilience")
+@contextmanager
+def batch_held_mid_processing(stack: Stack, name: str, calls: int) -> Iterator[tuple[psycopg.Connection, str]]:
+    """A project's batch of `calls` tool calls that the worker has claimed and that waits inside
+    its transaction (its session, turn and calls not committed): its turn's tool definition waits
+    on the tool's row, which the yielded connection holds until it rolls back; and the project's key."""
+    project = make_project(name)
     key = make_key(project).secret
     Tool.objects.create(project=project, name="read_file", description="old", input_schema={})
     turn = {"type": "turn", "id": "s1:t0", "session_id": "s1", "index": 0,
             "tools": [{"name": "read_file", "description": "new", "input_schema": {"type": "object"}}]}
     db = stack.env["DATABASE_URL"].replace("postgres://", "postgresql://")
-    # Hold the tool's row: processing blocks on it inside the batch's transaction, after the
-    # batch was claimed, with the session, turn and calls of the batch not yet committed.
     with psycopg.connect(db) as blocker:
         blocker.execute("SELECT id FROM policies_tool WHERE name = 'read_file' FOR UPDATE")
-        assert post(stack, key, [turn, *tool_calls("s1", 300)]).status_code == 202
+        assert post(stack, key, [turn, *tool_calls("s1", calls)]).status_code == 202
         wait_for(lambda: IngestBatch.objects.filter(status=BatchStatus.PROCESSING).exists(), 30,
                  "the worker to claim the batch")
+        yield blocker, key
+
+
+def test_a_worker_killed_mid_batch_loses_and_doubles_nothing(stack):
+    with batch_held_mid_processing(stack, "resilience", 300) as (blocker, _):
         stack.worker.stop(signal.SIGKILL)
         blocker.rollback()
 

@@ -252,7 +252,7 @@ def _label(query: str) -> str | None:
     for name, value in parse_qsl(query, keep_blank_values=True):
         if name == "label":
             label = value
-    return label if LABEL_PATTERN.match(label) else None
+    return label if LABEL_PATTERN.fullmatch(label) else None
 
 
 def _entry_key(authorization: str) -> str | None:

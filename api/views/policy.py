@@ -36,7 +36,7 @@ def _label(request: Request) -> str:
 
 
 def _served_keys(label: str) -> Callable[[int], list[str]] | None:
-    if not LABEL_PATTERN.match(label):
+    if not LABEL_PATTERN.fullmatch(label):
         return None  # the view answers 400 without reading anything
     return lambda project_id: policy_served_keys(project_id=project_id, label=label)
 
@@ -109,7 +109,7 @@ class PolicyView(APIView):
     )
     def get(self, request: Request) -> HttpResponse:
         label = _label(request)
-        if not LABEL_PATTERN.match(label):
+        if not LABEL_PATTERN.fullmatch(label):
             raise InvalidInput("A label is 1 to 64 letters, digits, '-' or '_'.", field="label")
         api_key = request.auth
         served = policy_served(project_id=api_key.project_id, project_slug=api_key.project.slug, label=label,

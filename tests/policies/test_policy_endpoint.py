@@ -97,9 +97,10 @@ def test_the_first_publish_replaces_a_cached_404(agent, policy, publish):
     assert agent.get(URL)["ETag"] == version.etag
 
 
-def test_a_label_that_is_not_a_slug_is_a_400(agent, policy, publish):
+@pytest.mark.parametrize("label", ["../production", "production\n"])
+def test_a_label_that_is_not_a_slug_is_a_400(agent, policy, publish, label):
     publish(policy)
-    response = agent.get(URL, {"label": "../production"})
+    response = agent.get(URL, {"label": label})
     assert response.status_code == 400
     assert response.json()["field"] == "label"
 

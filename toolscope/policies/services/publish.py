@@ -102,7 +102,7 @@ def _project_lock(project_id: int) -> Project:
 
 
 def _label_name_check(name: str) -> None:
-    if not LABEL_PATTERN.match(name):
+    if not LABEL_PATTERN.fullmatch(name):
         raise ValidationError({"label": "A label is 1 to 64 letters, digits, '-' or '_'."})
 
 

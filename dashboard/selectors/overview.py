@@ -109,8 +109,8 @@ def token_series(*, project_id: int, start: datetime, end: datetime, bucket: str
     return rows
 
 
-USAGE_SUMS = ("calls", "errors", "output_tokens", "duplicates", "duplicate_tokens", "compaction_savings",
-              "times_advertised", "times_called", "schema_tokens")
+USAGE_SUMS = ("calls", "errors", "unflagged_errors", "output_tokens", "duplicates", "duplicate_tokens",
+              "compaction_savings", "times_advertised", "times_called", "schema_tokens")
 
 
 def tool_usage(*, project_id: int, start: datetime, end: datetime) -> list[dict[str, Any]]:

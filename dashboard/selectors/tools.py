@@ -44,7 +44,8 @@ def _by_name(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return entries
 
 
-_EMPTY_USAGE = {"calls": 0, "errors": 0, "error_rate": None, "output_tokens": 0, "mean_output_tokens": None,
+_EMPTY_USAGE = {"calls": 0, "errors": 0, "unflagged_errors": 0, "error_rate": None, "output_tokens": 0,
+                "mean_output_tokens": None,
                 "duplicates": 0, "duplicate_rate": None, "duplicate_tokens": 0, "compaction_savings": 0,
                 "times_advertised": 0, "times_called": 0, "schema_tokens": 0, "last_call_hour": None,
                 "p50_ms": None, "p95_ms": None}

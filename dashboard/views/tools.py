@@ -13,9 +13,9 @@ from dashboard.selectors.tools import tool_definitions
 from dashboard.views.common import csv_name, csv_response, csv_rows, range_from, render_page
 from toolscope.policies.models import Tool
 
-TABLE_COLUMNS = ("name", "in_catalog", "source", "calls", "errors", "error_rate", "p50_ms", "p95_ms",
-                 "mean_output_tokens", "catalog_schema_tokens", "schema_tokens", "duplicates", "duplicate_rate",
-                 "duplicate_tokens", "times_advertised", "times_called", "last_used", "definitions")
+TABLE_COLUMNS = ("name", "in_catalog", "source", "calls", "errors", "error_rate", "unflagged_errors", "p50_ms",
+                 "p95_ms", "mean_output_tokens", "catalog_schema_tokens", "schema_tokens", "duplicates",
+                 "duplicate_rate", "duplicate_tokens", "times_advertised", "times_called", "last_used", "definitions")
 SERIES_COLUMNS = ("bucket", "calls", "errors", "output_tokens", "duplicates")
 SAMPLE_COLUMNS = ("started_at", "status", "duration_ms", "output_tokens")
 

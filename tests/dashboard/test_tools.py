@@ -238,3 +238,15 @@ def test_tool_page_lists_every_sources_definition_and_shows_the_one_asked_for(vi
     assert latest.context["tool"].description == "Run it."
     assert chosen.context["tool"].description == "The demo's bash."
     assert 'data-flag="definitions"' in chosen.content.decode()
+
+
+@pytest.mark.django_db
+def test_error_text_nothing_flagged_is_counted_beside_the_error_rate(viewer_client, table):
+    """Issue 12: a server that answers "Error: ..." without a flag; the call's status stays as
+    reported, and the tools page shows how many such calls each tool had."""
+    ToolHourly.objects.filter(project=table, tool_name="beta").update(unflagged_errors=3)
+    rows = {row["name"]: row for row in _rows(viewer_client, table)}
+    assert (rows["beta"]["errors"], rows["beta"]["unflagged_errors"]) == (0, 3)
+    assert rows["alpha"]["unflagged_errors"] == 0
+    page = viewer_client.get(reverse("dashboard:tools", args=[table.slug])).content.decode()
+    assert page.count('data-flag="unflagged"') == 1 and "+3 error text, not flagged" in page

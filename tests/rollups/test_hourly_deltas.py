@@ -63,6 +63,9 @@ def random_batches(seed: int, count: int) -> list[list[dict]]:
                          "status": rng.choice(["ok", "ok", "ok", "error"])}
                 if rng.random() < 0.8:
                     event["duration_ms"] = round(rng.uniform(1, 500), 3)
+                if rng.random() < 0.25:  # no status: the project's error patterns classify the output
+                    del event["status"]
+                    event["output"] = rng.choice(["Error: no such file", "Error executing tool x: bad", "fine"])
             events.append(event)
             sent.append(event)
         batches.append(events)
@@ -100,12 +103,15 @@ def process(project, events: list[dict]) -> None:
 
 @pytest.mark.parametrize("seed", range(8))
 def test_rollups_kept_by_deltas_equal_a_rebuild(policy_project, seed):
-    for events in random_batches(seed, 8):
+    batches = random_batches(seed, 8)
+    for events in batches:
         process(policy_project, events)
     rollups_refresh()
     assert not DirtyHour.objects.exists()
     kept = rollups()
     assert kept[0] and kept[1]
+    unflagged = any("status" not in e and e.get("output") == "Error: no such file" for b in batches for e in b)
+    assert (sum(row["unflagged_errors"] for row in kept[0]) > 0) == unflagged  # "error text, not flagged"
     assert kept == rebuilt(policy_project)
 
 

@@ -346,6 +346,10 @@ class ToolHourly(models.Model):
     tool_name = models.CharField(max_length=200)
     calls = models.PositiveIntegerField(default=0)
     errors = models.PositiveIntegerField(default=0, help_text="Calls whose status is not ok.")
+    unflagged_errors = models.PositiveIntegerField(
+        default=0, db_default=0,
+        help_text="Calls whose output reads like an error that nothing flagged (status kept as reported).",
+    )
     duration_p50_ms = models.FloatField(null=True)
     duration_p95_ms = models.FloatField(null=True)
     output_tokens = models.PositiveBigIntegerField(default=0)

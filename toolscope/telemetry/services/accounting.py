@@ -41,7 +41,7 @@ class BatchConflictError(OperationalError):
 CALL_FIELDS = (
     "id", "session_id", "client_id", "call_id", "tool_name", "turn_index", "started_at", "status", "output_hash",
     "output_tokens", "duplicate_of_id", "duplicate_tokens", "placeholder", "placeholder_tokens", "artifact_id",
-    "artifact__tokens_before", "artifact__tokens_after", "duration_ms", "argument_tokens",
+    "artifact__tokens_before", "artifact__tokens_after", "duration_ms", "argument_tokens", "error_text_unflagged",
 )
 TURN_FIELDS = (
     "id", "session_id", "index", "started_at", "new_message_tokens", "system_prompt_tokens", "advertised_set_id",

@@ -27,14 +27,14 @@ from toolscope.telemetry.models import ProjectHourly, ToolCallStatus, ToolHourly
 from toolscope.telemetry.services import rollups
 from toolscope.telemetry.services.rollups import CALL_TOTALS, REPORTED, TURN_BUDGET, Key, hour_floor
 
-TOOL_SUMS = ("calls", "errors", "output_tokens", "duplicates", "duplicate_tokens", "compactions",
+TOOL_SUMS = ("calls", "errors", "unflagged_errors", "output_tokens", "duplicates", "duplicate_tokens", "compactions",
              "compaction_savings", "times_advertised", "times_called", "schema_tokens")
 PROJECT_SUMS = ("sessions", "turns", "tool_calls", "errors", "near_window_turns", *TURN_BUDGET,
                 "provider_input_tokens", "provider_output_tokens", "duplicate_tokens", "compaction_savings",
                 "reported_turns", *REPORTED)
 # A call's accounting values, as accounting's CallState reads them.
-CALL_VALUES = ("started_at", "tool_name", "status", "output_tokens", "duplicate_of_id", "duplicate_tokens",
-               "artifact_id", "artifact__tokens_before", "artifact__tokens_after")
+CALL_VALUES = ("started_at", "tool_name", "status", "error_text_unflagged", "output_tokens", "duplicate_of_id",
+               "duplicate_tokens", "artifact_id", "artifact__tokens_before", "artifact__tokens_after")
 UPSERT_ROWS = 200
 
 
@@ -52,6 +52,7 @@ class HourlyDelta:
         row = self.tools[(hour_floor(values["started_at"]), values["tool_name"])]
         row["calls"] += sign
         row["errors"] += sign * (values["status"] != ToolCallStatus.OK)
+        row["unflagged_errors"] += sign * bool(values["error_text_unflagged"])
         row["output_tokens"] += sign * (values["output_tokens"] or 0)
         row["duplicates"] += sign * (values["duplicate_of_id"] is not None)
         row["duplicate_tokens"] += sign * (values["duplicate_tokens"] or 0)

@@ -196,6 +196,7 @@ def _call_rows(*, project_id: int, hours: list[datetime]) -> dict[Key, dict[str,
     aggregates: dict[str, Any] = {
         "calls": Count("id"),
         "errors": Count("id", filter=~Q(status=ToolCallStatus.OK)),
+        "unflagged_errors": Count("id", filter=Q(error_text_unflagged=True)),
         "output_tokens": Sum("output_tokens", default=0),
         "duplicates": Count("id", filter=Q(duplicate_of__isnull=False)),
         "duplicate_tokens": Sum("duplicate_tokens", default=0),

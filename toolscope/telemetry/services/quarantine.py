@@ -56,16 +56,16 @@ def events_apply_isolating(
 
 
 def quarantine_store(*, project: Project, failures: Sequence[tuple[Entry, BaseException]]) -> None:
-    QuarantinedEvent.objects.bulk_create([
+    rows = [
         QuarantinedEvent(
             project=project, batch_id=entry.batch_id, event_type=str(entry.event.get("type", ""))[:16],
             client_id=str(entry.event.get("id", ""))[:200], event=entry.event, reason=failure_reason(exc),
         )
         for entry, exc in failures
-    ])
-    for entry, exc in failures:
-        logger.warning("quarantined event %s of batch %s: %s", entry.event.get("id"), entry.batch_id,
-                       failure_reason(exc))
+    ]
+    QuarantinedEvent.objects.bulk_create(rows)
+    for row in rows:
+        logger.warning("quarantined event %s of batch %s: %s", row.client_id, row.batch_id, row.reason)
 
 
 def failure_reason(exc: BaseException) -> str:
@@ -116,8 +116,3 @@ def quarantined_retry(*, event_ids: Sequence[int]) -> int:
             batch_store(project=project, api_key=None, events=events, kind=BatchKind.EVENTS)
         QuarantinedEvent.objects.filter(pk__in=[row.pk for row in rows]).delete()
     return len(rows)
-
-
-def quarantine_count() -> int:
-    return QuarantinedEvent.objects.count()
-

@@ -46,9 +46,8 @@ def tool_definition_redact(definition: dict[str, Any], *, key: bytes | None = No
     return redact_tool(definition, hash_key=key or hash_key(), max_length=MAX_IDENTIFIER_LENGTH)
 
 
-def _redact_keys(project: Project, events: list[dict[str, Any]]) -> dict[str, set[str]]:
-    """The `redact` setting of each tool the (already redacted) tool_call events name."""
-    names = {event["tool_name"] for event in events if event["type"] == "tool_call"}
+def _redact_keys(project: Project, names: set[str]) -> dict[str, set[str]]:
+    """The `redact` setting of each of these (already redacted) tool names that has one."""
     if not names:
         return {}
     rows = Tool.objects.filter(project=project, name__in=names).values_list("name", "redact")
@@ -63,21 +62,15 @@ def _field_redact(name: str, value: Any, key: bytes) -> Any:
     return redact_value(value, hash_key=key)
 
 
-def event_redact(event: dict[str, Any], keys: dict[str, set[str]], *, key: bytes | None = None) -> dict[str, Any]:
-    """The event with secrets cut out of every field, and the tool's `redact` argument keys
-    blanked (`keys` by redacted tool name)."""
-    key = key or hash_key()
-    redacted = {name: _field_redact(name, value, key) for name, value in event.items() if name != "arguments"}
-    if "arguments" in event:
-        tool_keys = keys.get(redacted.get("tool_name", ""), ())
-        redacted["arguments"] = redact_arguments(event["arguments"], tool_keys, hash_key=key)
-    return redacted
-
-
 def events_redact(*, project: Project, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Validated events as they may be stored: one query for the project's `redact` settings."""
+    """Validated events as they may be stored: secrets cut out of every field, and the arguments
+    a tool's `redact` setting names blanked (one query for those settings, by redacted name)."""
     key = hash_key()
-    names = [{"type": e["type"], "tool_name": identifier_redact(e["tool_name"], key=key)}
-             for e in events if e["type"] == "tool_call"]
-    keys = _redact_keys(project, names)
-    return [event_redact(event, keys, key=key) for event in events]
+    redacted = [{name: _field_redact(name, value, key) for name, value in event.items() if name != "arguments"}
+                for event in events]
+    keys = _redact_keys(project, {event["tool_name"] for event in redacted if event["type"] == "tool_call"})
+    for event, stored in zip(events, redacted, strict=True):
+        if "arguments" in event:
+            tool_keys = keys.get(stored.get("tool_name", ""), ())
+            stored["arguments"] = redact_arguments(event["arguments"], tool_keys, hash_key=key)
+    return redacted

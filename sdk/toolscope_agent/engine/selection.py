@@ -36,11 +36,11 @@ answers, so what a turn loads or activates joins from the next `select_tools`.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import compress
 from operator import itemgetter, not_
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from toolscope_agent.engine.render import SEARCH_TOOL_NAME, menu_from_names
 
@@ -55,6 +55,7 @@ DEFAULT_HINT_PREFIX = "$"
 _STATE_FORMAT = 1
 _HINT_NAME = r"([A-Za-z0-9_.-]+)"
 _CACHE_LIMIT = 2048
+_V = TypeVar("_V")
 # Without RE2, a rule's regex sees this many characters of the message. Python's `re` backtracks:
 # a pattern like `\w*\w*!` costs O(n^3) on a text of n characters, and publishing's static check
 # refuses the known shapes, but a document the agent did not get from a current server may carry
@@ -78,19 +79,27 @@ _KEYWORD_CACHE: dict[tuple[str, ...], re.Pattern[str] | None] = {}
 _HINT_CACHE: dict[str, re.Pattern[str]] = {}
 
 
-def _compiled(pattern: str) -> re.Pattern[str] | None:
+def _cached(cache: dict[str, _V], pattern: str, build: Callable[[str], _V]) -> _V:
+    """`cache[pattern]`, built (and the cache emptied first when full) on a miss."""
     try:
-        return _REGEX_CACHE[pattern]
+        return cache[pattern]
     except KeyError:
         pass
-    if len(_REGEX_CACHE) >= _CACHE_LIMIT:
-        _REGEX_CACHE.clear()
+    if len(cache) >= _CACHE_LIMIT:
+        cache.clear()
+    value = cache[pattern] = build(pattern)
+    return value
+
+
+def _compile_re(pattern: str) -> re.Pattern[str] | None:
     try:
-        compiled: re.Pattern[str] | None = re.compile(pattern, re.IGNORECASE)
+        return re.compile(pattern, re.IGNORECASE)
     except (re.error, OverflowError, RecursionError):
-        compiled = None
-    _REGEX_CACHE[pattern] = compiled
-    return compiled
+        return None
+
+
+def _compiled(pattern: str) -> re.Pattern[str] | None:
+    return _cached(_REGEX_CACHE, pattern, _compile_re)
 
 
 def _re2_options() -> Any:
@@ -103,22 +112,16 @@ def _re2_options() -> Any:
 def rule_regex(pattern: str) -> RuleRegex | None:
     """A context rule's regex compiled case-insensitively with RE2 when it is installed, else `re`;
     None when the matcher cannot compile it (such a rule's regex never matches)."""
-    try:
-        return _RULE_CACHE[pattern]
-    except KeyError:
-        pass
-    if len(_RULE_CACHE) >= _CACHE_LIMIT:
-        _RULE_CACHE.clear()
-    compiled: RuleRegex | None
+    return _cached(_RULE_CACHE, pattern, _compile_rule)
+
+
+def _compile_rule(pattern: str) -> RuleRegex | None:
     if re2 is None:
-        compiled = _compiled(pattern)
-    else:
-        try:
-            compiled = re2.compile(pattern, _re2_options())
-        except (re2.error, TypeError, ValueError):
-            compiled = None
-    _RULE_CACHE[pattern] = compiled
-    return compiled
+        return _compiled(pattern)
+    try:
+        return re2.compile(pattern, _re2_options())  # type: ignore[no-any-return]
+    except (re2.error, TypeError, ValueError):
+        return None
 
 
 def rule_regex_matches(pattern: str, message: str) -> bool:

@@ -48,6 +48,9 @@ DATABASE_RETRY_AFTER_SECONDS = 5
 CODES = {400: "bad_request", 403: "permission_denied", 404: "not_found", 405: "method_not_allowed",
          413: "payload_too_large", 415: "unsupported_media_type", 500: "server_error",
          503: "database_unavailable"}
+# Exceptions Django answers with a client error page -> its status (RequestDataTooBig is a
+# SuspiciousOperation: it comes first).
+CLIENT_ERRORS = ((Http404, 404), (PermissionDenied, 403), (RequestDataTooBig, 413), (SuspiciousOperation, 400))
 
 
 def is_api(request: HttpRequest) -> bool:
@@ -95,15 +98,16 @@ def exception_response(request: HttpRequest, exc: BaseException) -> HttpResponse
     """The JSON answer for an exception that reached Django from an API view."""
     if isinstance(exc, OperationalError | InterfaceError):
         return database_unavailable(request, exc)
-    if isinstance(exc, Http404):
-        return JsonResponse(error_body(404), status=404)
-    if isinstance(exc, PermissionDenied):
-        return JsonResponse(error_body(403), status=403)
-    if isinstance(exc, RequestDataTooBig):
-        return JsonResponse(error_body(413), status=413)
-    if isinstance(exc, SuspiciousOperation):
-        return JsonResponse(error_body(400), status=400)
+    for kind, status in CLIENT_ERRORS:
+        if isinstance(exc, kind):
+            return JsonResponse(error_body(status), status=status)
     return server_error(request, exc)
+
+
+def unhandled_response(request: HttpRequest) -> HttpResponse:
+    """The JSON 500 (or what the exception calls for) of a request Django answered with an error page."""
+    exc = getattr(request, "unhandled_exception", None)
+    return server_error(request, None) if exc is None else exception_response(request, exc)
 
 
 def _remember_exception(sender: object, request: HttpRequest | None = None, **kwargs: object) -> None:
@@ -135,11 +139,8 @@ class ApiErrorMiddleware:
         return exception_response(request, exception) if is_api(request) else None
 
     def _as_json(self, request: HttpRequest, response: HttpResponse) -> HttpResponse:
-        exc = getattr(request, "unhandled_exception", None)
-        if exc is not None:
-            return exception_response(request, exc)
-        if response.status_code >= 500:
-            return server_error(request, None)
+        if response.status_code >= 500 or getattr(request, "unhandled_exception", None) is not None:
+            return unhandled_response(request)
         replaced = JsonResponse(error_body(response.status_code), status=response.status_code)
         for header in ("Allow", "Retry-After", "WWW-Authenticate"):
             if header in response:
@@ -156,7 +157,4 @@ def handler404(request: HttpRequest, exception: Exception) -> HttpResponse:
 
 def handler500(request: HttpRequest) -> HttpResponse:
     """Django's 500 outside DEBUG: JSON under /api/, logged with its request id."""
-    if is_api(request):
-        exc = getattr(request, "unhandled_exception", None)
-        return server_error(request, None) if exc is None else exception_response(request, exc)
-    return defaults.server_error(request)
+    return unhandled_response(request) if is_api(request) else defaults.server_error(request)

@@ -24,6 +24,7 @@ import httpx
 
 from toolscope_agent._http import server_message
 from toolscope_agent._version import __version__
+from toolscope_agent.engine.search import DEFAULT_RANKER
 
 logger = logging.getLogger("toolscope_agent")
 
@@ -34,7 +35,8 @@ DEFAULT_POLICY: dict[str, Any] = {
     "version": 0,
     "etag": None,
     "selection": {"mode": "all", "allowed": None, "always_on": [], "groups": {}, "context_rules": [],
-                  "progressive": {"hint_prefix": "$"}, "tool_search": {"top_k": 8, "max_top_k": 20},
+                  "progressive": {"hint_prefix": "$"},
+                  "tool_search": {"top_k": 8, "max_top_k": 20, "ranker": DEFAULT_RANKER},
                   "sticky_discovered": True},
     "outputs": {"duplicates": {"suppress": True}, "compaction": []},
     "tools": {},

@@ -36,7 +36,14 @@ from toolscope_agent.engine.render import (
     render_plain,
 )
 from toolscope_agent.engine.schemas import normalize_tool
-from toolscope_agent.engine.search import DEFAULT_TOP_K, MAX_TOP_K, SearchHit, clamp_top_k, search_tools
+from toolscope_agent.engine.search import (
+    DEFAULT_TOP_K,
+    MAX_TOP_K,
+    SearchHit,
+    clamp_top_k,
+    ranker_for,
+    search_tools,
+)
 from toolscope_agent.engine.selection import Selection, SessionState, select_tools
 from toolscope_agent.engine.tokens import TokenCounter
 from toolscope_agent.errors import ToolscopeError
@@ -117,12 +124,16 @@ class ToolSelector:
         raise ValueError(f"unknown format {format!r}; use openai, anthropic or plain")
 
     def search(self, query: str, top_k: int | None = None) -> list[SearchHit]:
-        """What the agent's `tool_search` tool answers."""
+        """What the agent's `tool_search` tool answers: ranked by the policy's ranker, with the
+        project's learned history when the policy turns it on (`learned`) and the served
+        document carries it (`search_history`)."""
         settings = self._section("selection").get("tool_search")
         settings = settings if isinstance(settings, Mapping) else {}
         max_top_k = clamp_top_k(settings.get("max_top_k", MAX_TOP_K), MAX_TOP_K)
         wanted = clamp_top_k(top_k if top_k is not None else settings.get("top_k", DEFAULT_TOP_K), max_top_k)
-        return search_tools(self.catalog, query, wanted, max_top_k=max_top_k)
+        history = self._section("search_history").get("tools") if settings.get("learned") else None
+        return search_tools(self.catalog, query, wanted, max_top_k=max_top_k, ranker=ranker_for(settings),
+                            history=history if isinstance(history, Mapping) else None)
 
     # -- after the model answered -----------------------------------------------------------
 

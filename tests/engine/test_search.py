@@ -1,4 +1,7 @@
-"""toolscope's tool_search ranking (engine/search.py) and parameter summaries."""
+"""toolscope's tool_search ranking (engine/search.py, engine/ranking.py) and parameter summaries.
+
+The ranking's own behaviour (BM25F, stems, bonuses, history) is in test_ranking.py; this file
+covers what every ranker shares: top_k, ties, caching, hits, summaries."""
 
 from __future__ import annotations
 
@@ -8,7 +11,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from toolscope_agent.engine.search import (
-    MIN_SCORE,
     SearchHit,
     SearchIndex,
     clamp_top_k,
@@ -47,14 +49,15 @@ def test_the_obvious_tool_ranks_first(query, first):
     assert names(search_tools(CATALOG, query))[0] == first
 
 
-def test_an_exact_name_outranks_a_name_containing_the_query():
+def test_an_exact_name_outranks_a_name_sharing_a_word():
     hits = search_tools(CATALOG, "git_status")
     assert names(hits)[:2] == ["git_status", "git_diff"]
-    assert hits[0].score > 14 > hits[1].score
+    assert hits[0].score > 10 > hits[1].score
 
 
-def test_fuzzy_description_words_tolerate_typos():
-    assert "bash" in names(search_tools(CATALOG, "comand"))
+def test_a_typo_finds_the_word_one_edit_away():
+    assert names(search_tools(CATALOG, "comand")) == ["bash"]
+    assert names(search_tools(CATALOG, "shel comand")) == ["bash"]
 
 
 def test_a_meaningless_query_finds_nothing_and_blank_queries_are_empty():
@@ -149,7 +152,7 @@ def test_search_returns_at_most_top_k_hits_sorted_and_stable(catalog, query, top
     hits = search_tools(catalog, query, top_k)
     assert len(hits) <= max(1, min(top_k, 20))
     assert [(-h.score, h.name) for h in hits] == sorted((-h.score, h.name) for h in hits)
-    assert len(set(names(hits))) == len(hits) and all(hit.score >= MIN_SCORE for hit in hits)
+    assert len(set(names(hits))) == len(hits) and all(hit.score > 0 for hit in hits)
     assert search_tools(copy.deepcopy(catalog), query, top_k) == hits
     assert SearchIndex(catalog).search(query, top_k) == hits
 

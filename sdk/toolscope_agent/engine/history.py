@@ -1,0 +1,71 @@
+"""Learned search history: what a project's agents asked before they called each tool.
+
+No peer has this: a retriever knows only the catalog, toolscope also knows which words led to
+which tool in the project's recorded sessions. `learn_history` turns sessions into a bounded
+`{tool name: [texts]}` map that the ranker indexes as each tool's `history` field
+(engine/ranking.py), so a tool whose name and description say nothing ("x7: internal helper")
+is found by the words the project's users actually use for it.
+
+What links a text to a tool, per session:
+
+- the session's task message, to every tool the session called;
+- each `tool_search` query, to the tools called after it and before the next `tool_search`
+  call (the calls the search led to).
+
+`tool_search` itself is never a target. Bounds keep the shipped map small whatever the traffic:
+a text is cut to MAX_TEXT_CHARS, a tool keeps its MAX_TEXTS_PER_TOOL most recent distinct texts
+(the most recent sessions come first), and tools beyond MAX_TOOLS (the least called) are left
+out. The result depends only on the input order, never on dict or set iteration.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+SEARCH_TOOL = "tool_search"
+MAX_TEXT_CHARS = 300
+MAX_TEXTS_PER_TOOL = 8
+MAX_TOOLS = 2000
+
+
+@dataclass(frozen=True)
+class RecordedSession:
+    """One session as history needs it: its task message and its calls in order, each a
+    (tool name, arguments) pair."""
+
+    task_message: str = ""
+    calls: Sequence[tuple[str, Mapping[str, Any]]] = field(default_factory=tuple)
+
+
+def learn_history(sessions: Iterable[RecordedSession], *, max_texts: int = MAX_TEXTS_PER_TOOL,
+                  max_tools: int = MAX_TOOLS) -> dict[str, list[str]]:
+    """`{tool: [texts]}` from sessions given newest first (see the module docstring)."""
+    texts: dict[str, dict[str, None]] = {}
+    calls: dict[str, int] = {}
+    for session in sessions:
+        for tool, text in _links(session):
+            calls[tool] = calls.get(tool, 0) + 1
+            kept = texts.setdefault(tool, {})
+            if text and len(kept) < max_texts:
+                kept.setdefault(text[:MAX_TEXT_CHARS], None)
+    busiest = sorted(texts, key=lambda tool: (-calls[tool], tool))[:max_tools]
+    return {tool: list(texts[tool]) for tool in sorted(busiest) if texts[tool]}
+
+
+def _links(session: RecordedSession) -> Iterable[tuple[str, str]]:
+    """(tool, text) for each text that led to each call of the session."""
+    task = _clean(session.task_message)
+    query = ""
+    for name, arguments in session.calls:
+        if name == SEARCH_TOOL:
+            query = _clean(arguments.get("query") if isinstance(arguments, Mapping) else "")
+            continue
+        yield name, task
+        if query:
+            yield name, query
+
+
+def _clean(text: Any) -> str:
+    return " ".join(text.split()) if isinstance(text, str) else ""

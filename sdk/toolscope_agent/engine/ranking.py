@@ -1,0 +1,184 @@
+"""Ranker `bm25f-2`: BM25F over a tool's fields, the default ranking of `tool_search`.
+
+A tool is a document of four fields, each analysed by `engine.text` (identifiers split, stopwords
+dropped, Snowball stems):
+
+===========  ======  ====  ==================================================================
+field        weight  b     text
+===========  ======  ====  ==================================================================
+name         3.0     0.3   the tool's name (`git_diff_unstaged` -> git diff unstag)
+description  1.0     0.75  the description
+parameters   0.5     0.75  top-level parameter names, their descriptions and string enum values
+history      1.0     0.75  what the project's agents asked before calling this tool (the
+                           policy's learned history: task messages and tool_search queries)
+===========  ======  ====  ==================================================================
+
+Score (Robertson & Zaragoza's BM25F, one saturation over the weighted fields):
+
+    tf~(t, d)   = sum over fields f of  weight_f * tf_f(t, d) / (1 - b_f + b_f * len_f(d) / avglen_f)
+    score(q, d) = sum over distinct query terms t of  idf(t) * tf~(t, d) / (K1 + tf~(t, d))
+    idf(t)      = ln(1 + (N - df(t) + 0.5) / (df(t) + 0.5))
+
+with K1 = 1.2 and df counted over whole documents. A rare word ("stylist") weighs far more than a
+common one ("file"), a word in the name more than one in the description, and no query length
+limit applies. Two bonuses, on whole words only:
+
+- exact name, +EXACT_NAME: the query's letters and digits equal the name's (`git diff`,
+  `git_diff`, `GitDiff` all name `git_diff`);
+- whole name, +NAME_WORDS x share: every word of a name of two or more words occurs in the query
+  (`create a pull request` for `create_pull_request`), scaled by the share of the query's terms
+  the name covers, so a long request that happens to hold a two-word name moves it only a little.
+
+A query term absent from every document (a typo, "comand") matches the indexed terms one edit
+away (a deletion, insertion, substitution or swap of adjacent letters; terms of five or more
+letters only) at half weight. There is no score floor: the best top_k tools that share a term
+with the query come back, and a query sharing none gets nothing. Scores are rounded to 4
+decimals and ties broken by name, so the order never depends on catalog order or platform.
+
+Speed: the index keeps, per term, the (tool, weight) pairs already saturated and multiplied by
+idf, so a query costs one dictionary walk per distinct query term.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from toolscope_agent.engine.text import name_key, terms
+
+VERSION = "bm25f-2"
+K1 = 1.2
+EXACT_NAME = 10.0
+NAME_WORDS = 4.0
+FUZZY_WEIGHT = 0.5
+FUZZY_MIN_LENGTH = 5
+# (field, weight, b): see the module docstring.
+FIELDS: tuple[tuple[str, float, float], ...] = (
+    ("name", 3.0, 0.3),
+    ("description", 1.0, 0.75),
+    ("parameters", 0.5, 0.75),
+    ("history", 1.0, 0.75),
+)
+
+
+def tool_fields(tool: Mapping[str, Any], history: Sequence[str] = ()) -> dict[str, list[str]]:
+    """The terms of each field of one catalog entry."""
+    name = tool.get("name")
+    description = tool.get("description")
+    return {
+        "name": terms(name) if isinstance(name, str) else [],
+        "description": terms(description) if isinstance(description, str) else [],
+        "parameters": terms(" ".join(_parameter_texts(tool.get("input_schema")))),
+        "history": terms(" ".join(text for text in history if isinstance(text, str))),
+    }
+
+
+def _parameter_texts(schema: Any) -> Iterable[str]:
+    properties = schema.get("properties") if isinstance(schema, Mapping) else None
+    if not isinstance(properties, Mapping):
+        return
+    for name, spec in properties.items():
+        yield str(name)
+        if not isinstance(spec, Mapping):
+            continue
+        if isinstance(spec.get("description"), str):
+            yield spec["description"]
+        enum = spec.get("enum")
+        if isinstance(enum, list):
+            yield from (value for value in enum if isinstance(value, str))
+
+
+class Bm25fIndex:
+    """A catalog's BM25F index. `entries` are (catalog position, name, tool) of distinct names;
+    `history` maps a tool name to the texts that led to it."""
+
+    def __init__(self, entries: Sequence[tuple[int, str, Mapping[str, Any]]],
+                 history: Mapping[str, Sequence[str]] | None = None) -> None:
+        self.positions = [position for position, _, _ in entries]
+        self.names = [name for _, name, _ in entries]
+        history = history or {}
+        documents = [tool_fields(tool, _texts(history.get(name))) for _, name, tool in entries]
+        self.postings = _postings(documents)
+        self._name_terms = [frozenset(document["name"]) for document in documents]
+        self._by_key: dict[str, list[int]] = {}
+        for tool, name in enumerate(self.names):
+            self._by_key.setdefault(name_key(name), []).append(tool)
+        self._neighbours: dict[str, list[str]] | None = None  # built on the first unknown term
+
+    def scores(self, query: str) -> dict[int, float]:
+        """Tool id -> score, for every tool sharing a term with the query (or named by it)."""
+        query_terms = list(dict.fromkeys(terms(query)))
+        totals: dict[int, float] = {}
+        for term in query_terms:
+            self._add(totals, term, 1.0)
+        self._add_bonuses(totals, query, frozenset(query_terms))
+        return totals
+
+    def _add(self, totals: dict[int, float], term: str, factor: float) -> None:
+        postings = self.postings.get(term)
+        if postings is None:
+            if len(term) >= FUZZY_MIN_LENGTH:
+                for neighbour in self._neighbours_of(term):
+                    self._add(totals, neighbour, FUZZY_WEIGHT)
+            return
+        for tool, weight in postings:
+            totals[tool] = totals.get(tool, 0.0) + factor * weight
+
+    def _add_bonuses(self, totals: dict[int, float], query: str, query_terms: frozenset[str]) -> None:
+        for tool in self._by_key.get(name_key(query), ()):
+            totals[tool] = totals.get(tool, 0.0) + EXACT_NAME
+        if not query_terms:
+            return
+        for tool in list(totals):
+            name_terms = self._name_terms[tool]
+            if len(name_terms) >= 2 and name_terms <= query_terms:
+                totals[tool] += NAME_WORDS * len(name_terms) / len(query_terms)
+
+    def _neighbours_of(self, term: str) -> list[str]:
+        """Indexed terms one edit from `term` (which is not indexed), in a fixed order."""
+        if self._neighbours is None:
+            self._neighbours = {}
+            for indexed in self.postings:
+                if len(indexed) >= FUZZY_MIN_LENGTH - 1:
+                    for variant in _deletions(indexed) | {indexed}:
+                        self._neighbours.setdefault(variant, []).append(indexed)
+        found: set[str] = set()
+        for variant in _deletions(term) | {term}:
+            found.update(self._neighbours.get(variant, ()))
+        return sorted(found - {term})
+
+
+def _texts(value: Any) -> Sequence[str]:
+    return value if isinstance(value, (list, tuple)) else ()
+
+
+def _deletions(term: str) -> set[str]:
+    """`term` with one character removed, every way. Two terms one edit apart share a member of
+    their sets-plus-self (SymSpell's symmetric deletions)."""
+    return {term[:i] + term[i + 1:] for i in range(len(term))}
+
+
+def _postings(documents: list[dict[str, list[str]]]) -> dict[str, list[tuple[int, float]]]:
+    """term -> [(tool id, idf x saturated weighted frequency)] in tool id order."""
+    count = len(documents)
+    average = {field: sum(len(doc[field]) for doc in documents) / count if count else 0.0
+               for field, _, _ in FIELDS}
+    frequencies: dict[str, list[tuple[int, float]]] = {}
+    for tool, document in enumerate(documents):
+        pseudo: dict[str, float] = {}
+        for field, weight, b in FIELDS:
+            field_terms = document[field]
+            if not field_terms:
+                continue
+            norm = 1.0 - b + b * len(field_terms) / average[field]
+            for term, tf in Counter(field_terms).items():
+                pseudo[term] = pseudo.get(term, 0.0) + weight * tf / norm
+        for term, value in pseudo.items():
+            frequencies.setdefault(term, []).append((tool, value / (K1 + value)))
+    postings = {}
+    for term, pairs in frequencies.items():
+        idf = math.log(1.0 + (count - len(pairs) + 0.5) / (len(pairs) + 0.5))
+        postings[term] = [(tool, idf * saturated) for tool, saturated in pairs]
+    return postings

@@ -1,0 +1,69 @@
+"""Words for ranking: how tool names, descriptions and queries become index terms.
+
+One analysis for documents and queries, so a word means the same on both sides:
+
+1. Identifiers are split where their writers split them: non-alphanumerics (`git_diff`,
+   `math.factorial`, `list-files`), lower-to-upper case changes (`getUserInfo` -> get user info,
+   `HTTPServer` -> http server) and letter/digit changes (`s3bucket` -> s 3 bucket).
+2. Words are lowercased; English stopwords, words of one character and bare numbers are dropped
+   (numbers in requests are values, "5" or "2023", not what a tool does).
+3. What is left is stemmed with the Snowball English stemmer (`snowballstemmer`, which runs
+   PyStemmer's C implementation of the same algorithm when that is installed), so "finding",
+   "finds" and "find" are one term, and "march" stays "march".
+
+The stemmer is the only dependency; everything here is deterministic, and the SDK and the server
+pin the same version so they index alike.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from functools import lru_cache
+
+import snowballstemmer
+
+_CHUNK = re.compile(r"[^\W_]+")  # runs of letters and digits, in any script
+_ASCII_PART = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")  # camelCase, HTTPServer, s3
+# The common function words of English requests ("could you please get me the ..."): a query's
+# intent is in its other words. IDF would shrink these anyway; dropping them keeps postings short.
+STOPWORDS = frozenset("""
+a about above after again against all also am an and any are as at be because been before being
+below between both but by can could did do does doing done down during each either etc every few
+for from further get gets had has have having he her here hers herself him himself his how i if
+in into is it its itself just let lets like me might more most must my myself need needs no nor
+not now of off on once only or other our ours ourselves out over own please same shall she should
+so some such than that the their theirs them themselves then there these they this those through
+to too under until up us use used uses using very via want wants was we were what when where
+which while who whom whose why will with within without would you your yours yourself
+""".split())
+
+_stemmer = snowballstemmer.stemmer("english")
+
+
+@lru_cache(maxsize=1 << 16)
+def stem(word: str) -> str:
+    """The Snowball English stem of a lowercase word."""
+    return str(_stemmer.stemWord(word))
+
+
+def words(text: str) -> Iterator[str]:
+    """The lowercase words of `text`, identifiers split, before stopwords are dropped."""
+    for chunk in _CHUNK.findall(text):
+        if chunk.isascii():
+            for part in _ASCII_PART.findall(chunk):
+                yield part.lower()
+        else:
+            yield chunk.lower()
+
+
+def terms(text: str) -> list[str]:
+    """`text`'s index terms in order: split, lowercased, stopwords and numbers dropped, stemmed."""
+    return [stem(word) for word in words(text)
+            if len(word) > 1 and not word.isdigit() and word not in STOPWORDS]
+
+
+def name_key(text: str) -> str:
+    """A name or query reduced to its lowercase letters and digits: `git_diff` and "Git diff"
+    both read `gitdiff`."""
+    return "".join(words(text))

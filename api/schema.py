@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
+from toolscope_agent.engine.search import RANKERS
 
 ERROR = {"$ref": "#/components/schemas/Error"}
 RETRY_AFTER = {"Retry-After": {"schema": {"type": "integer"}, "description": "Seconds to wait before sending again."}}
@@ -200,7 +201,12 @@ POLICY_DOCUMENT_SCHEMA: dict[str, Any] = {
                 "groups": _NAMES}}},
             "progressive": {"type": "object", "properties": {"hint_prefix": _STRING}},
             "tool_search": {"type": "object", "properties": {
-                "top_k": _COUNT, "max_top_k": _COUNT, "provider_search": {"type": "boolean"}}},
+                "top_k": _COUNT, "max_top_k": _COUNT, "provider_search": {"type": "boolean"},
+                "ranker": {"type": "string", "enum": sorted(RANKERS),
+                           "description": "The ranking tool_search uses; absent in documents published "
+                                          "before rankers were versioned, which rank with fuzzy-1."},
+                "learned": {"type": "boolean",
+                            "description": "Rank with the project's learned history (search_history)."}}},
             "sticky_discovered": {"type": "boolean"},
         }},
         "outputs": {"type": "object", "properties": {
@@ -212,5 +218,13 @@ POLICY_DOCUMENT_SCHEMA: dict[str, Any] = {
         }},
         "tools": {"type": "object", "description": "Per-tool settings by tool name.",
                   "additionalProperties": {"type": "object"}},
+        "search_history": {
+            "type": "object",
+            "description": "Served when selection.tool_search.learned is on and the project has recorded "
+                           "sessions: what its agents asked before calling each tool, refreshed hourly; "
+                           "its revision is part of the ETag.",
+            "properties": {"revision": _STRING,
+                           "tools": {"type": "object", "additionalProperties": _NAMES}},
+        },
     },
 }

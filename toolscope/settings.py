@@ -130,6 +130,14 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": 60.0,
         "options": {"expires": 59},
     },
+    # tool_search's learned history (toolscope/policies/services/search_history.py): what agents
+    # asked before calling each tool. Hourly: it learns from days of sessions, so minutes of lag
+    # change nothing; a refresh that changes nothing writes only its time.
+    "search-history-refresh": {
+        "task": "workers.search_history_refresh",
+        "schedule": 3600.0,
+        "options": {"expires": 3540},
+    },
     # Liveness shown on /readyz: proves beat -> broker -> worker -> shared cache end to end.
     # Expires before the next one is due, so a backlog never runs stale heartbeats.
     "heartbeat": {

@@ -17,6 +17,7 @@ from django.conf import settings
 from django.core.cache import cache
 from django.db import InterfaceError, OperationalError, connection
 
+from toolscope.policies.services.search_history import search_history_refresh_active
 from toolscope.telemetry.services.batches import batches_sweep
 from toolscope.telemetry.services.processing import BatchResult, batch_attempts, batch_mark_failed, batch_process
 from toolscope.telemetry.services.quarantine import failure_reason
@@ -43,6 +44,12 @@ def ping() -> dict[str, str]:
 @shared_task(name="workers.heartbeat", ignore_result=True)
 def heartbeat() -> None:
     heartbeat_record()
+
+
+@shared_task(name="workers.search_history_refresh", ignore_result=True, acks_late=True)
+def search_history_refresh() -> int:
+    """Relearn tool_search's history of every project active in the last day."""
+    return search_history_refresh_active()
 
 
 # Errors worth another try soon: the database blinked. Anything else may be a bug or bad data;

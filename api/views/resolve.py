@@ -73,6 +73,8 @@ class SearchInput(serializers.Serializer):
     query = StrictCharField(min_length=1, max_length=MAX_QUERY_LENGTH,
                             help_text=f"What the tool should do; at most {MAX_QUERY_LENGTH} characters.")
     top_k = StrictIntegerField(default=8, help_text="Clamped to 1..20.")
+    label = LabelField(default="production", max_length=64,
+                       help_text="Rank as this label's version does (its ranker and learned history).")
 
 
 class SearchHitOutput(serializers.Serializer):
@@ -110,15 +112,16 @@ class ToolSearchView(APIView):
 
     @extend_schema(
         summary="Search the catalog",
-        description="What a `tool_search` meta-tool answers: tools ranked by name and description "
-        "(substring and character-bigram similarity), each with a one-line parameter summary.",
+        description="What a `tool_search` meta-tool answers: tools ranked as the label's version "
+        "ranks them (BM25F over name, description and parameters, plus the project's learned history "
+        "when the version turns it on; docs/policy.md), each with a one-line parameter summary.",
         request=SearchInput, responses={200: SearchHitOutput(many=True), **READ_ERRORS},
         examples=[OpenApiExample("Git tools", request_only=True, value={"query": "git diff", "top_k": 5})],
     )
     def post(self, request: Request) -> Response:
         data = _valid(SearchInput, request)
         return Response({"results": tools_search(project=request.auth.project, query=data["query"],
-                                                 top_k=data["top_k"])})
+                                                 top_k=data["top_k"], label=data["label"])})
 
 
 def _valid(serializer_class: type[serializers.Serializer], request: Request) -> dict:

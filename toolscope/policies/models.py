@@ -7,6 +7,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.utils import timezone
+from toolscope_agent.engine.search import DEFAULT_RANKER, RANKERS
 
 from toolscope.telemetry.models import Project
 
@@ -117,6 +118,15 @@ class Policy(models.Model):
     )
     provider_search = models.BooleanField(
         default=False, help_text="Ask the provider's own tool search (Anthropic defer_loading)."
+    )
+    search_ranker = models.CharField(
+        max_length=16, choices=[(version, version) for version in sorted(RANKERS)], default=DEFAULT_RANKER,
+        help_text="tool_search's ranking. A published version keeps the ranker it was published with.",
+    )
+    search_learned = models.BooleanField(
+        default=True,
+        help_text="tool_search also matches what this project's agents asked before calling each tool "
+                  "(task messages and earlier searches, refreshed hourly and served with the policy).",
     )
     suppress_duplicates = models.BooleanField(default=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -269,3 +279,20 @@ class PolicyAuditEntry(models.Model):
 
     def __str__(self) -> str:
         return f"{self.project} {self.action}: {self.summary[:80]}"
+
+
+class SearchHistory(models.Model):
+    """What a project's recorded sessions asked before calling each tool (engine/history.py),
+    refreshed by a worker and served beside policies whose `tool_search.learned` is on."""
+
+    project = models.OneToOneField(Project, on_delete=models.CASCADE, related_name="search_history")
+    tools = models.JSONField(default=dict, help_text="{tool name: [texts]}, bounded.")
+    revision = models.CharField(max_length=16, help_text="A hash of `tools`: part of the served ETag.")
+    sessions = models.PositiveIntegerField(default=0, help_text="Sessions it was learned from.")
+    refreshed_at = models.DateTimeField()
+
+    class Meta:
+        verbose_name_plural = "search histories"
+
+    def __str__(self) -> str:
+        return f"{self.project} search history"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from toolscope.policies.models import PolicyLabel, PolicyVersion, Tool
+from toolscope.policies.models import PolicyLabel, PolicyVersion, SearchHistory, Tool
 from toolscope.telemetry.models import Project
 
 SETTINGS_FIELDS = ("scope", "requires_approval", "redact", "max_result_tokens", "on_schema_error", "retry_policy")
@@ -88,6 +88,15 @@ def policy_label_version(*, project_id: int, name: str) -> PolicyVersion | None:
     """The version label `name` points at, one query."""
     label = PolicyLabel.objects.filter(project_id=project_id, name=name).select_related("version").first()
     return label.version if label is not None else None
+
+
+def policy_label_served(*, project_id: int, name: str) -> tuple[PolicyVersion, SearchHistory | None] | None:
+    """The version label `name` points at and the project's learned search history, one query."""
+    label = (PolicyLabel.objects.filter(project_id=project_id, name=name)
+             .select_related("version", "project__search_history").first())
+    if label is None:
+        return None
+    return label.version, getattr(label.project, "search_history", None)
 
 
 def policy_label_names(*, project_id: int) -> list[str]:

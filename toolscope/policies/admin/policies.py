@@ -114,7 +114,8 @@ class PolicyAdmin(DraftAuditMixin, ProjectScopedPickersMixin, admin.ModelAdmin):
         (None, {"fields": ["project", "mode"]}),
         ("Allowed tools and always-on set", {"fields": ["allowed", "always_on", "sticky_discovered"]}),
         ("Progressive menu and tool search", {
-            "fields": ["hint_prefix", "search_top_k", "search_max_top_k", "provider_search"],
+            "fields": ["hint_prefix", "search_top_k", "search_max_top_k", "search_ranker", "search_learned",
+                       "provider_search"],
         }),
         ("Outputs", {"fields": ["suppress_duplicates"]}),
         ("History", {"fields": ["updated_at", "updated_by", "versions_link", "audit_link"]}),

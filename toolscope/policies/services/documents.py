@@ -56,7 +56,8 @@ def policy_document_build(*, policy: Policy) -> dict[str, Any]:
             ],
             "progressive": {"hint_prefix": policy.hint_prefix},
             "tool_search": {"top_k": policy.search_top_k, "max_top_k": policy.search_max_top_k,
-                            "provider_search": policy.provider_search},
+                            "provider_search": policy.provider_search, "ranker": policy.search_ranker,
+                            "learned": policy.search_learned},
             "sticky_discovered": policy.sticky_discovered,
         },
         "outputs": {

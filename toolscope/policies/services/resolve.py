@@ -7,10 +7,10 @@ from __future__ import annotations
 from typing import Any
 
 from toolscope_agent.engine.render import render_anthropic, render_openai, render_plain, selection_cost
-from toolscope_agent.engine.search import search_tools
+from toolscope_agent.engine.search import DEFAULT_RANKER, ranker_for, search_tools
 from toolscope_agent.engine.selection import SessionState, select_tools
 
-from toolscope.policies.selectors import policy_label_version, tool_catalog
+from toolscope.policies.selectors import policy_label_served, policy_label_version, tool_catalog
 from toolscope.telemetry.models import Project
 from toolscope.tokenizer import counter
 
@@ -18,8 +18,9 @@ FORMATS = ("openai", "anthropic", "plain")
 # Longest task message /policy/resolve takes (characters). Rules match it with RE2 in linear
 # time, so this bounds a request's matching work, not its correctness; a longer message is a 400.
 MAX_MESSAGE_LENGTH = 100_000
-# Longest query /tools/search takes: search scores every catalog tool against it.
-MAX_QUERY_LENGTH = 500
+# Longest query /tools/search takes. Ranking costs one postings walk per distinct query term, so
+# this bounds a request's work; the SDK itself reads every word of any query.
+MAX_QUERY_LENGTH = 4000
 
 
 class PolicyNotPublished(LookupError):
@@ -74,8 +75,19 @@ def _render(selection: Any, output_format: str, document: dict[str, Any]) -> lis
     return render_plain(selection)
 
 
-def tools_search(*, project: Project, query: str, top_k: int) -> list[dict[str, Any]]:
+def tools_search(*, project: Project, query: str, top_k: int, label: str = "production") -> list[dict[str, Any]]:
+    """The catalog ranked as an agent applying `label`'s version ranks it: its ranker, and the
+    project's learned history when the version turns it on. With no such version: the default
+    ranker, no history."""
+    ranker, history = DEFAULT_RANKER, None
+    served = policy_label_served(project_id=project.pk, name=label)
+    if served is not None:
+        version, learned = served
+        settings = version.document.get("selection", {}).get("tool_search")
+        ranker = ranker_for(settings)
+        if learned is not None and isinstance(settings, dict) and settings.get("learned"):
+            history = learned.tools
     return [
         {"name": hit.name, "score": round(hit.score, 4), "summary": hit.summary, "parameters": hit.parameters}
-        for hit in search_tools(tool_catalog(project=project), query, top_k)
+        for hit in search_tools(tool_catalog(project=project), query, top_k, ranker=ranker, history=history)
     ]

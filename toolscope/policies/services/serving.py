@@ -27,8 +27,8 @@ import orjson
 from django.core.cache import cache
 
 from toolscope.invalidation import invalidate_on_commit
-from toolscope.policies.models import PolicyVersion
-from toolscope.policies.selectors import policy_label_names, policy_label_version
+from toolscope.policies.models import PolicyVersion, SearchHistory
+from toolscope.policies.selectors import policy_label_names, policy_label_served
 
 logger = logging.getLogger(__name__)
 
@@ -37,7 +37,7 @@ LABEL_PATTERN = re.compile(r"^[-a-zA-Z0-9_]{1,64}$")
 # docs/policy.md's order, so a document read with curl looks like the documentation.
 DOCUMENT_ORDER = (
     "schema_version", "project", "label", "version", "etag", "published_at",
-    "encoding", "context_window", "selection", "outputs", "tools",
+    "encoding", "context_window", "selection", "outputs", "tools", "search_history",
 )
 
 
@@ -96,13 +96,29 @@ def document_body(*, document: dict[str, Any], label: str) -> bytes:
 
 
 def _load(project_id: int, project_slug: str, label: str) -> ServedPolicy:
-    version = policy_label_version(project_id=project_id, name=label)
-    if version is not None:
-        return ServedPolicy(etag=version.etag, body=document_body(document=version.document, label=label))
+    served = policy_label_served(project_id=project_id, name=label)
+    if served is not None:
+        version, history = served
+        document, etag = _with_search_history(version.document, version.etag, history)
+        return ServedPolicy(etag=etag, body=document_body(document=document, label=label))
     if not PolicyVersion.objects.filter(project_id=project_id).exists():
         return ServedPolicy(missing=f"No policy version of project '{project_slug}' has been published yet.")
     names = ", ".join(policy_label_names(project_id=project_id))
     return ServedPolicy(missing=f"Project '{project_slug}' has no label '{label}'; its labels: {names or 'none'}.")
+
+
+def _with_search_history(document: dict[str, Any], etag: str,
+                         history: SearchHistory | None) -> tuple[dict[str, Any], str]:
+    """The document with the project's learned search history when it asks for one
+    (`selection.tool_search.learned`), and the ETag of the pair: the version's, plus the
+    history's revision, so a refreshed history reaches agents as a changed ETag while the
+    version itself stays immutable."""
+    if not document.get("selection", {}).get("tool_search", {}).get("learned"):
+        return document, etag
+    if history is None or not history.tools:
+        return document, etag
+    etag = f'{etag.rstrip(chr(34))}-h{history.revision}"'
+    return {**document, "etag": etag, "search_history": {"revision": history.revision, "tools": history.tools}}, etag
 
 
 def _generation_key(project_id: int) -> str:

@@ -161,9 +161,20 @@ def test_the_pure_python_stemmer_and_pystemmer_agree():
     stemmer_module = pytest.importorskip("Stemmer")
     from snowballstemmer.english_stemmer import EnglishStemmer
 
-    words = set(text.words(open(ranking.__file__, encoding="utf-8").read()))
+    with open(ranking.__file__, encoding="utf-8") as source:
+        words = set(text.words(source.read()))
     words |= {"running", "generously", "happiness", "crying", "organization", "searches", "analyses"}
     python_stems = {word: EnglishStemmer().stemWord(word) for word in words}
     c_stems = {word: stemmer_module.Stemmer("english").stemWord(word) for word in words}
     assert python_stems == c_stems
     assert snowballstemmer.stemmer("english").stemWord("finding") == "find"
+
+
+def test_history_lifts_a_near_repeat_but_a_loose_resemblance_adds_nothing():
+    catalog = [tool("weather_now", "Current weather for a city."), tool("forecast", "Forecast for the coming days.")]
+    history = {"forecast": ["what will the weather be in Paris next week", "weather in Lisbon next month"]}
+    plain = search_tools(catalog, "weather in Berlin")
+    assert names(plain)[0] == "weather_now"
+    assert search_tools(catalog, "weather in Berlin", history=history) == plain
+    repeat = search_tools(catalog, "what will the weather be in Paris next week?", history=history)
+    assert names(repeat)[0] == "forecast"

@@ -1,7 +1,7 @@
 """Ranker `bm25f-2`: BM25F over a tool's fields, the default ranking of `tool_search`.
 
-A tool is a document of four fields, each analysed by `engine.text` (identifiers split, stopwords
-dropped, Snowball stems):
+A tool is a document of three fields, each analysed by `engine.text` (identifiers split,
+stopwords dropped, Snowball stems):
 
 ===========  ======  ====  ==================================================================
 field        weight  b     text
@@ -9,8 +9,6 @@ field        weight  b     text
 name         3.0     0.3   the tool's name (`git_diff_unstaged` -> git diff unstag)
 description  1.0     0.75  the description
 parameters   0.5     0.75  top-level parameter names, their descriptions and string enum values
-history      1.0     0.75  what the project's agents asked before calling this tool (the
-                           policy's learned history: task messages and tool_search queries)
 ===========  ======  ====  ==================================================================
 
 Score (Robertson & Zaragoza's BM25F, one saturation over the weighted fields):
@@ -31,7 +29,16 @@ limit applies. Two bonuses, on whole words only:
 
 A query term absent from every document (a typo, "comand") matches the indexed terms one edit
 away (a deletion, insertion, substitution or swap of adjacent letters; terms of five or more
-letters only) at half weight. There is no score floor: the best top_k tools that share a term
+letters only) at half weight.
+
+The project's learned history (engine/history.py: task messages and tool_search queries that
+led to each tool) adds, per tool, HISTORY_WEIGHT x the best lexical score of the query x the
+share by which its most similar past text exceeds HISTORY_MIN_SIMILARITY (idf-weighted Dice
+between the query's terms and that one text's): a near repeat of a past request lifts its tool
+to the top; a loose resemblance adds nothing. Pooling a tool's texts as a fourth field helped
+the tools with history and buried those without (BFCL time split, bench/RESULTS.md).
+
+There is no score floor: the best top_k tools that share a term
 with the query come back, and a query sharing none gets nothing. Scores are rounded to 4
 decimals and ties broken by name, so the order never depends on catalog order or platform.
 
@@ -54,16 +61,17 @@ EXACT_NAME = 10.0
 NAME_WORDS = 4.0
 FUZZY_WEIGHT = 0.5
 FUZZY_MIN_LENGTH = 5
+HISTORY_WEIGHT = 1.0
+HISTORY_MIN_SIMILARITY = 0.4
 # (field, weight, b): see the module docstring.
 FIELDS: tuple[tuple[str, float, float], ...] = (
     ("name", 3.0, 0.3),
     ("description", 1.0, 0.75),
     ("parameters", 0.5, 0.75),
-    ("history", 1.0, 0.75),
 )
 
 
-def tool_fields(tool: Mapping[str, Any], history: Sequence[str] = ()) -> dict[str, list[str]]:
+def tool_fields(tool: Mapping[str, Any]) -> dict[str, list[str]]:
     """The terms of each field of one catalog entry."""
     name = tool.get("name")
     description = tool.get("description")
@@ -71,7 +79,6 @@ def tool_fields(tool: Mapping[str, Any], history: Sequence[str] = ()) -> dict[st
         "name": terms(name) if isinstance(name, str) else [],
         "description": terms(description) if isinstance(description, str) else [],
         "parameters": terms(" ".join(_parameter_texts(tool.get("input_schema")))),
-        "history": terms(" ".join(text for text in history if isinstance(text, str))),
     }
 
 
@@ -98,9 +105,9 @@ class Bm25fIndex:
                  history: Mapping[str, Sequence[str]] | None = None) -> None:
         self.positions = [position for position, _, _ in entries]
         self.names = [name for _, name, _ in entries]
-        history = history or {}
-        documents = [tool_fields(tool, _texts(history.get(name))) for _, name, tool in entries]
+        documents = [tool_fields(tool) for _, name, tool in entries]
         self.postings = _postings(documents)
+        self._history = HistoryIndex(self.names, history or {})
         self._name_terms = [frozenset(document["name"]) for document in documents]
         self._by_key: dict[str, list[int]] = {}
         for tool, name in enumerate(self.names):
@@ -114,6 +121,13 @@ class Bm25fIndex:
         for term in query_terms:
             self._add(totals, term, 1.0)
         self._add_bonuses(totals, query, frozenset(query_terms))
+        if self._history.texts:
+            # Relative to the best lexical score, so it weighs alike for short and long queries.
+            scale = HISTORY_WEIGHT * max(totals.values(), default=1.0)
+            for tool, similarity in self._history.similarities(query_terms).items():
+                if similarity > HISTORY_MIN_SIMILARITY:
+                    boost = (similarity - HISTORY_MIN_SIMILARITY) / (1.0 - HISTORY_MIN_SIMILARITY)
+                    totals[tool] = totals.get(tool, 0.0) + scale * boost
         return totals
 
     def _add(self, totals: dict[int, float], term: str, factor: float) -> None:
@@ -150,8 +164,55 @@ class Bm25fIndex:
         return sorted(found - {term})
 
 
+class HistoryIndex:
+    """A project's learned texts (engine/history.py), each kept whole: a query is compared with
+    every single past text, not with a tool's texts pooled, so a tool gains only when one past
+    request resembles this one. Pooling let a tool with many past requests match any query
+    through their generic words and crowd out the tools that have none (measured on BFCL's
+    time split, bench/RESULTS.md)."""
+
+    def __init__(self, names: Sequence[str], history: Mapping[str, Sequence[str]]) -> None:
+        owners: list[int] = []  # text id -> tool id
+        term_texts: dict[str, list[int]] = {}
+        for tool, name in enumerate(names):
+            for text in _texts(history.get(name)):
+                text_terms = set(terms(text))
+                if text_terms:
+                    for term in sorted(text_terms):
+                        term_texts.setdefault(term, []).append(len(owners))
+                    owners.append(tool)
+        count = len(owners)
+        self.idf = {term: math.log(1.0 + (count - len(ids) + 0.5) / (len(ids) + 0.5))
+                    for term, ids in term_texts.items()}
+        mass = [0.0] * count
+        for term, ids in term_texts.items():
+            for text_id in ids:
+                mass[text_id] += self.idf[term]
+        self.texts: list[tuple[int, float]] = list(zip(owners, mass, strict=True))  # (tool id, idf mass)
+        self.term_texts = term_texts
+
+    def similarities(self, query_terms: Sequence[str]) -> dict[int, float]:
+        """Tool id -> the best Dice similarity (idf-weighted) between the query and one of its
+        texts, for the tools with a text sharing a term with the query."""
+        known = [term for term in query_terms if term in self.idf]
+        if not known:
+            return {}
+        query_mass = sum(self.idf[term] for term in known)
+        shared: dict[int, float] = {}
+        for term in known:
+            for text in self.term_texts[term]:
+                shared[text] = shared.get(text, 0.0) + self.idf[term]
+        best: dict[int, float] = {}
+        for text, mass in sorted(shared.items()):
+            tool, text_mass = self.texts[text]
+            similarity = 2.0 * mass / (query_mass + text_mass)
+            if similarity > best.get(tool, 0.0):
+                best[tool] = similarity
+        return best
+
+
 def _texts(value: Any) -> Sequence[str]:
-    return value if isinstance(value, (list, tuple)) else ()
+    return [text for text in value if isinstance(text, str)] if isinstance(value, (list, tuple)) else ()
 
 
 def _deletions(term: str) -> set[str]:

@@ -21,7 +21,7 @@ import re
 from collections.abc import Iterator
 from functools import lru_cache
 
-import snowballstemmer
+import snowballstemmer  # type: ignore[import-untyped]
 
 _CHUNK = re.compile(r"[^\W_]+")  # runs of letters and digits, in any script
 _ASCII_PART = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")  # camelCase, HTTPServer, s3
@@ -36,7 +36,7 @@ not now of off on once only or other our ours ourselves out over own please same
 so some such than that the their theirs them themselves then there these they this those through
 to too under until up us use used uses using very via want wants was we were what when where
 which while who whom whose why will with within without would you your yours yourself
-""".split())
+""".split())  # noqa: SIM905 (a word list reads better as text)
 
 _stemmer = snowballstemmer.stemmer("english")
 

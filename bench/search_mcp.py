@@ -26,8 +26,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from search_recall import RANKERS  # noqa: E402
-from toolscope_agent.engine.history import RecordedSession, learn_history  # noqa: E402
+from search_recall import RANKERS
+from toolscope_agent.engine.history import RecordedSession, learn_history
 
 HERE = Path(__file__).parent / "mcp_catalogs"
 SERVERS = ("git", "time", "fetch", "filesystem", "memory", "everything", "github")

@@ -39,7 +39,8 @@ NOT_ADDABLE = {
 # Edited on the page of their tool or policy.
 SHOWN_INLINE = {"policies.ToolVersion", "policies.ContextRule", "policies.CompactionRule"}
 # Derived by the workers and read by the dashboard; nothing for an operator to look at row by row.
-DERIVED = {"telemetry.ToolHourly", "telemetry.ProjectHourly", "telemetry.DirtyHour", "telemetry.CallDuration"}
+DERIVED = {"telemetry.ToolHourly", "telemetry.ProjectHourly", "telemetry.DirtyHour", "telemetry.CallDuration",
+           "policies.SearchHistory"}
 
 
 def _label(model) -> str:

@@ -226,20 +226,22 @@ def _postings(documents: list[dict[str, list[str]]]) -> dict[str, list[tuple[int
     count = len(documents)
     average = {field: sum(len(doc[field]) for doc in documents) / count if count else 0.0
                for field, _, _ in FIELDS}
-    frequencies: dict[str, list[tuple[int, float]]] = {}
-    for tool, document in enumerate(documents):
+    saturated: list[dict[str, float]] = []
+    frequency: Counter[str] = Counter()
+    for document in documents:
         pseudo: dict[str, float] = {}
         for field, weight, b in FIELDS:
             field_terms = document[field]
             if not field_terms:
                 continue
-            norm = 1.0 - b + b * len(field_terms) / average[field]
-            for term, tf in Counter(field_terms).items():
-                pseudo[term] = pseudo.get(term, 0.0) + weight * tf / norm
-        for term, value in pseudo.items():
-            frequencies.setdefault(term, []).append((tool, value / (K1 + value)))
-    postings = {}
-    for term, pairs in frequencies.items():
-        idf = math.log(1.0 + (count - len(pairs) + 0.5) / (len(pairs) + 0.5))
-        postings[term] = [(tool, idf * saturated) for tool, saturated in pairs]
+            scale = weight / (1.0 - b + b * len(field_terms) / average[field])
+            for term in field_terms:
+                pseudo[term] = pseudo.get(term, 0.0) + scale
+        frequency.update(pseudo.keys())
+        saturated.append({term: value / (K1 + value) for term, value in pseudo.items()})
+    idf = {term: math.log(1.0 + (count - df + 0.5) / (df + 0.5)) for term, df in frequency.items()}
+    postings: dict[str, list[tuple[int, float]]] = {}
+    for tool, values in enumerate(saturated):
+        for term, value in values.items():
+            postings.setdefault(term, []).append((tool, idf[term] * value))
     return postings

@@ -49,6 +49,10 @@ def stem(word: str) -> str:
 
 def words(text: str) -> Iterator[str]:
     """The lowercase words of `text`, identifiers split, before stopwords are dropped."""
+    if text.isascii():  # the common case: one C-level pass (the part pattern skips the rest)
+        for part in _ASCII_PART.findall(text):
+            yield part.lower()
+        return
     for chunk in _CHUNK.findall(text):
         if chunk.isascii():
             for part in _ASCII_PART.findall(chunk):
@@ -57,10 +61,30 @@ def words(text: str) -> Iterator[str]:
             yield chunk.lower()
 
 
+# word as written -> its term, "" when dropped: indexing meets the same words again and again.
+_TERMS: dict[str, str] = {}
+_TERMS_LIMIT = 1 << 17
+
+
 def terms(text: str) -> list[str]:
     """`text`'s index terms in order: split, lowercased, stopwords and numbers dropped, stemmed."""
-    return [stem(word) for word in words(text)
-            if len(word) > 1 and not word.isdigit() and word not in STOPWORDS]
+    parts = _ASCII_PART.findall(text) if text.isascii() else list(words(text))
+    found = []
+    for part in parts:
+        term = _TERMS.get(part)
+        if term is None:
+            if len(_TERMS) >= _TERMS_LIMIT:  # clear, not evict: safe under threads, and rare
+                _TERMS.clear()
+            term = _TERMS[part] = _term(part.lower())
+        if term:
+            found.append(term)
+    return found
+
+
+def _term(word: str) -> str:
+    if len(word) < 2 or word.isdigit() or word in STOPWORDS:
+        return ""
+    return stem(word)
 
 
 def name_key(text: str) -> str:

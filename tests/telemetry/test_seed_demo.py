@@ -17,10 +17,11 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from toolscope_agent.engine.search import search_tools
 
-from toolscope.policies.models import PolicyAuditEntry, PolicyVersion, Tool, ToolVersion
+from toolscope.policies.models import PolicyAuditEntry, PolicyVersion, SearchHistory, Tool, ToolVersion
 from toolscope.policies.services.diff import document_diff
 from toolscope.policies.services.documents import policy_document_build
 from toolscope.policies.services.publish import policy_etag
+from toolscope.policies.services.serving import policy_served
 from toolscope.telemetry.demo.catalog import CATALOG
 from toolscope.telemetry.demo.generator import CONTEXT_WINDOW, sessions_generate
 from toolscope.telemetry.demo.repo import LEGACY_PATH, legacy_page, legacy_text, numbered
@@ -328,3 +329,14 @@ def test_the_tool_search_tool_answers_from_the_catalog_as_the_sdk_would():
 def test_a_legacy_page_is_what_read_file_shows_for_that_offset_and_limit():
     assert legacy_page(201, 200) == numbered(legacy_text(), offset=201, limit=200)
     assert legacy_page(201, 200).splitlines()[0].split("\t")[0].strip() == "201"
+
+
+def test_the_demo_serves_its_learned_search_history(seeded):
+    project = Project.objects.get(slug="demo")
+    history = SearchHistory.objects.get(project=project)
+    assert history.sessions == Session.objects.filter(project=project).count()
+    assert "tool_search" not in history.tools and len(history.tools) >= 10
+    served = policy_served(project_id=project.pk, project_slug=project.slug, label="production")
+    document = json.loads(served.body)
+    assert document["selection"]["tool_search"]["ranker"] == "bm25f-2"
+    assert document["search_history"]["revision"] == history.revision and served.etag.endswith(f'-h{history.revision}"')

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import defaultdict
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import orjson
@@ -29,11 +29,13 @@ HISTORY_DAYS = 30
 MAX_SESSIONS = 5000
 
 
-def search_history_refresh(*, project: Project, days: int = HISTORY_DAYS,
-                           max_sessions: int = MAX_SESSIONS) -> SearchHistory:
-    """Learn the history of the project's newest `max_sessions` sessions of the last `days`."""
-    since = timezone.now() - timedelta(days=days)
-    session_ids = list(Session.objects.filter(project=project, started_at__gte=since)
+def search_history_refresh(*, project: Project, days: int = HISTORY_DAYS, max_sessions: int = MAX_SESSIONS,
+                           until: datetime | None = None) -> SearchHistory:
+    """Learn the history of the project's newest `max_sessions` sessions of the `days` before
+    `until` (now)."""
+    until = until or timezone.now()
+    since = until - timedelta(days=days)
+    session_ids = list(Session.objects.filter(project=project, started_at__gte=since, started_at__lte=until)
                        .order_by("-started_at", "-id").values_list("id", flat=True)[:max_sessions])
     tools = learn_history(_recorded_sessions(session_ids))
     revision = hashlib.sha256(orjson.dumps(tools, option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]

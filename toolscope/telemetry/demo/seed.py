@@ -11,6 +11,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 
 from toolscope.policies.models import Tool
+from toolscope.policies.services.search_history import search_history_refresh
 from toolscope.telemetry.demo.generator import CONTEXT_WINDOW, sessions_generate
 from toolscope.telemetry.demo.policy import policy_history_store
 from toolscope.telemetry.demo.store import StoredCounts, catalog_store, demo_delete, sessions_store
@@ -66,6 +67,8 @@ def demo_seed(*, sessions: int, seed: int, anchor: datetime, reset: bool = False
     policy_history_store(policy=created.policy, tools=tools, user=admin)
     records = sessions_generate(count=sessions, seed=seed, anchor=anchor)
     counts = sessions_store(project=created.project, records=records, tools=tools)
+    # What the hourly refresh would learn, so the served policies carry search_history at once.
+    search_history_refresh(project=created.project, until=anchor)
     return DemoSeedResult(created=True, admin_password=password, key=created.key, counts=counts)
 
 

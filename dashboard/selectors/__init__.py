@@ -27,6 +27,7 @@ from dashboard.selectors.tools import (
     tool_call_sample,
     tool_errors,
     tool_get,
+    tool_search_texts,
     tool_seen,
     tool_series,
     tool_table,

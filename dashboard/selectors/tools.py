@@ -9,10 +9,11 @@ from datetime import datetime
 from typing import Any
 
 from django.db.models import OuterRef, Subquery
+from django.db.models.fields.json import KeyTransform
 
 from dashboard.selectors.common import bucket_sums, zero_filled
 from dashboard.selectors.overview import tool_usage
-from toolscope.policies.models import Tool, ToolVersion
+from toolscope.policies.models import SearchHistory, Tool, ToolVersion
 from toolscope.telemetry.models import ToolCall, ToolCallStatus, ToolHourly
 
 
@@ -102,6 +103,16 @@ def tool_get(*, project_id: int, name: str) -> Tool | None:
 def tool_definitions(*, project_id: int, name: str) -> list[Tool]:
     """Every source's definition of `name`, most recently seen first: one query."""
     return list(Tool.objects.filter(project_id=project_id, name=name).order_by("-last_seen_at", "-pk"))
+
+
+def tool_search_texts(*, project_id: int, name: str) -> dict[str, Any]:
+    """What the project's agents asked before calling `name` (its learned search history) and
+    when that was learned: one query, reading only this tool's key of the history."""
+    row = (SearchHistory.objects.filter(project_id=project_id)
+           .annotate(texts=KeyTransform(name, "tools")).values("texts", "refreshed_at").first())
+    texts = row["texts"] if row else None
+    return {"texts": [text for text in texts if isinstance(text, str)] if isinstance(texts, list) else [],
+            "refreshed_at": row["refreshed_at"] if row else None}
 
 
 def tool_seen(*, project_id: int, name: str) -> bool:

@@ -83,6 +83,7 @@ def tool_detail(request: HttpRequest, access: ProjectAccess, name: str) -> HttpR
         log_spread=charts.LOG_SPREAD,
         errors=selectors.tool_errors(**window),
         versions=selectors.tool_versions(tool_id=tool.pk) if tool else [],
+        search=selectors.tool_search_texts(project_id=access.project.pk, name=name),
     )
 
 

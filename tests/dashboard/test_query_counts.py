@@ -19,7 +19,7 @@ from toolscope.policies.models import ToolVersion
 SELECTORS = [
     ("projects_for_user", 1), ("overview_kpis", 1), ("token_series", 1), ("tool_usage", 1), ("catalog_rows", 1),
     ("tool_table", 2), ("tool_get", 1), ("tool_seen", 1), ("tool_series", 1), ("tool_call_sample", 1),
-    ("tool_errors", 1), ("tool_versions", 1), ("session_list", 1), ("session_export", 1), ("session_facets", 1),
+    ("tool_errors", 1), ("tool_versions", 1), ("tool_search_texts", 1), ("session_list", 1), ("session_export", 1), ("session_facets", 1),
     ("session_get", 1), ("session_turns", 1), ("session_calls", 1), ("api_key_list", 1), ("api_key_get", 1),
 ]
 
@@ -34,7 +34,7 @@ def _arguments(name, activity, member):
         "catalog_rows": {"project_id": project.pk}, "tool_table": window,
         "tool_get": tool, "tool_seen": tool, "tool_series": {**tool, **window, "bucket": "day"},
         "tool_call_sample": {**tool, **window}, "tool_errors": {**tool, **window},
-        "tool_versions": {"tool_id": selectors.tool_get(**tool).pk},
+        "tool_versions": {"tool_id": selectors.tool_get(**tool).pk}, "tool_search_texts": tool,
         "session_list": window, "session_export": window, "session_facets": window,
         "session_get": {"project_id": project.pk, "client_id": session.client_id},
         "session_turns": {"session_id": session.pk}, "session_calls": {"session_id": session.pk},
@@ -126,6 +126,6 @@ def test_a_session_page_costs_the_same_for_3_calls_as_for_30(viewer_client, proj
 @pytest.mark.django_db
 def test_page_query_counts_are_pinned(viewer_client, pages):
     # session + user + project/membership + the page's selectors + the switcher's projects.
-    expected = {"overview": 7, "tools": 6, "tools_csv": 5, "sessions": 6, "sessions_csv": 4, "keys": 5, "tool": 9,
+    expected = {"overview": 7, "tools": 6, "tools_csv": 5, "sessions": 6, "sessions_csv": 4, "keys": 5, "tool": 10,
                 "session": 7}
     assert {name: _count(viewer_client, url) for name, url in pages.items()} == expected

@@ -12,7 +12,7 @@ from django.urls import reverse
 from dashboard.forms import TOOL_SORTS
 from tests.admin.builders import make_tool
 from tests.dashboard.builders import recent
-from toolscope.policies.models import Tool, ToolVersion
+from toolscope.policies.models import SearchHistory, Tool, ToolVersion
 from toolscope.telemetry.models import ToolHourly
 from toolscope.telemetry.services.rollups import hour_floor
 
@@ -250,3 +250,26 @@ def test_error_text_nothing_flagged_is_counted_beside_the_error_rate(viewer_clie
     assert rows["alpha"]["unflagged_errors"] == 0
     page = viewer_client.get(reverse("dashboard:tools", args=[table.slug])).content.decode()
     assert page.count('data-flag="unflagged"') == 1 and "+3 error text, not flagged" in page
+
+
+@pytest.mark.django_db
+def test_tool_page_shows_what_agents_asked_before_calling_it(viewer_client, project, other_project):
+    make_tool(project, "read_file")
+    texts = ["Fix the <b>login</b> bug", "open the config"]
+    SearchHistory.objects.create(project=project, tools={"read_file": texts, "bash": ["run it"]}, revision="r",
+                                 refreshed_at=recent(1))
+    SearchHistory.objects.create(project=other_project, tools={"read_file": ["another tenant's words"]},
+                                 revision="s", refreshed_at=recent(1))
+    response = viewer_client.get(reverse("dashboard:tool", args=[project.slug, "read_file"]))
+    assert response.context["search"]["texts"] == texts
+    content = response.content.decode()
+    assert "Fix the &lt;b&gt;login&lt;/b&gt; bug" in content and "run it" not in content
+    assert "another tenant" not in content
+
+
+@pytest.mark.django_db
+def test_tool_page_says_when_nothing_was_learned(viewer_client, project):
+    make_tool(project, "read_file")
+    response = viewer_client.get(reverse("dashboard:tool", args=[project.slug, "read_file"]))
+    assert response.context["search"] == {"texts": [], "refreshed_at": None}
+    assert "Nothing learned yet" in response.content.decode()

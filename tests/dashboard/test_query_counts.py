@@ -19,7 +19,8 @@ from toolscope.policies.models import ToolVersion
 SELECTORS = [
     ("projects_for_user", 1), ("overview_kpis", 1), ("token_series", 1), ("tool_usage", 1), ("catalog_rows", 1),
     ("tool_table", 2), ("tool_get", 1), ("tool_seen", 1), ("tool_series", 1), ("tool_call_sample", 1),
-    ("tool_errors", 1), ("tool_versions", 1), ("tool_search_texts", 1), ("session_list", 1), ("session_export", 1), ("session_facets", 1),
+    ("tool_errors", 1), ("tool_versions", 1), ("tool_search_texts", 1), ("session_list", 1), ("session_export", 1),
+    ("session_facets", 1),
     ("session_get", 1), ("session_turns", 1), ("session_calls", 1), ("api_key_list", 1), ("api_key_get", 1),
 ]
 

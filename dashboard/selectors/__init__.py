@@ -40,6 +40,6 @@ __all__ = [
     "api_key_list",
     "catalog_rows", "dead_weight", "overview_kpis", "projects_for_user", "session_calls", "session_export",
     "session_facets", "session_get", "session_list", "session_transcript", "session_turns", "token_series",
-    "tool_call_sample", "tool_errors", "tool_get", "tool_seen", "tool_series", "tool_table", "tool_table_arrange",
-    "tool_usage", "tool_versions", "top_by",
+    "tool_call_sample", "tool_errors", "tool_get", "tool_search_texts", "tool_seen", "tool_series", "tool_table",
+    "tool_table_arrange", "tool_usage", "tool_versions", "top_by",
 ]

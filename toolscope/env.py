@@ -27,6 +27,14 @@ def env_str(name: str, default: str) -> str:
     return default if value is None else value
 
 
+def env_dir(name: str) -> str | None:
+    """A directory that must exist when set (None when unset)."""
+    value = _raw(name)
+    if value is not None and not os.path.isdir(value):
+        raise ImproperlyConfigured(f"{name}={value!r} is not a directory.")
+    return value
+
+
 def env_bool(name: str, default: bool) -> bool:
     value = _raw(name)
     if value is None:

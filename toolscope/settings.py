@@ -18,6 +18,7 @@ from django.core.exceptions import ImproperlyConfigured
 from toolscope.env import (
     env_bool,
     env_choice,
+    env_dir,
     env_int,
     env_list,
     env_origins,
@@ -39,6 +40,9 @@ CSRF_TRUSTED_ORIGINS = env_origins("CSRF_TRUSTED_ORIGINS", [])
 # Seconds a web request may run before its worker process exits and is respawned
 # (toolscope/deadline.py, around toolscope.wsgi); 0 turns the limit off, the default outside
 # production.
+# tool_search's optional semantic ranking: a local sentence-transformers model directory (never
+# downloaded). Unset: policies cannot turn semantic search on (policies/services/semantic_search.py).
+TOOL_SEARCH_MODEL = env_dir("TOOL_SEARCH_MODEL")
 WEB_REQUEST_TIMEOUT = env_int("WEB_REQUEST_TIMEOUT", 60 if PRODUCTION else 0, minimum=0)
 
 # --- Database -------------------------------------------------------------------------------

@@ -84,6 +84,14 @@ class SearchHitOutput(serializers.Serializer):
     parameters = serializers.CharField(help_text="e.g. {path: string, offset?: integer}")
 
 
+class SearchOutput(serializers.Serializer):
+    ranking = serializers.CharField(
+        help_text="What ranked: the version's ranker (`bm25f-2`, `fuzzy-1`), plus `+semantic` when its "
+                  "semantic fusion ran (a version published with semantic search on, and this server has "
+                  "the model it was published with).")
+    results = SearchHitOutput(many=True)
+
+
 class ResolveView(APIView):
     required_scope = "policy:read"
 
@@ -115,13 +123,13 @@ class ToolSearchView(APIView):
         description="What a `tool_search` meta-tool answers: tools ranked as the label's version "
         "ranks them (BM25F over name, description and parameters, plus the project's learned history "
         "when the version turns it on; docs/policy.md), each with a one-line parameter summary.",
-        request=SearchInput, responses={200: SearchHitOutput(many=True), **READ_ERRORS},
+        request=SearchInput, responses={200: SearchOutput, **READ_ERRORS},
         examples=[OpenApiExample("Git tools", request_only=True, value={"query": "git diff", "top_k": 5})],
     )
     def post(self, request: Request) -> Response:
         data = _valid(SearchInput, request)
-        return Response({"results": tools_search(project=request.auth.project, query=data["query"],
-                                                 top_k=data["top_k"], label=data["label"])})
+        return Response(tools_search(project=request.auth.project, query=data["query"], top_k=data["top_k"],
+                                     label=data["label"]))
 
 
 def _valid(serializer_class: type[serializers.Serializer], request: Request) -> dict:

@@ -29,6 +29,7 @@ R = TypeVar("R")
 INGEST_PATH = "/api/v1/ingest"
 TRANSCRIPTS_PATH = "/api/v1/transcripts"
 TOOLS_PATH = "/api/v1/tools"
+SEARCH_PATH = "/api/v1/tools/search"
 ARTIFACTS_PATH = "/api/v1/artifacts"
 
 # Artifact ids as the server issues them: content ids (24 hex digits), or the UUIDs of artifacts
@@ -281,6 +282,18 @@ class Client:
         if not isinstance(artifact_id, str) or not _ARTIFACT_ID.fullmatch(artifact_id):
             raise ValueError(f"not an artifact id: {artifact_id!r}")
         return self._request("GET", f"{ARTIFACTS_PATH}/{artifact_id}")
+
+    def search_tools(self, query: str, top_k: int = 8, *, label: str = "production") -> dict[str, Any]:
+        """POST `/api/v1/tools/search`: the project's catalog ranked as `label`'s version ranks it
+        (needs `policy:read`), as `{"ranking", "results": [{"name", "score", "summary",
+        "parameters"}]}`. One attempt, not retried: an agent waiting on a search would rather
+        rank locally. Raises ToolscopeError when the server does not answer with results."""
+        content = _shapes.json_text({"query": query, "top_k": top_k, "label": label}).encode("utf-8", "replace")
+        outcome = self._deliver("POST", SEARCH_PATH, content, RetryPolicy(max_attempts=1))
+        data = response_json(outcome.response) if outcome.kind == "ok" and outcome.response is not None else None
+        if isinstance(data, dict) and isinstance(data.get("results"), list):
+            return data
+        raise self._error("POST", SEARCH_PATH, outcome)
 
     def check(self, scopes: Iterable[str] = ("ingest",)) -> None:
         """Make sure telemetry can reach the project: the URL answers as a toolscope server, the

@@ -19,6 +19,7 @@ the selector keeps the originals it compacted in an `ArtifactStore` (an LRU boun
 from __future__ import annotations
 
 import copy
+import logging
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -42,6 +43,7 @@ from toolscope_agent.engine.search import (
     SearchHit,
     clamp_top_k,
     ranker_for,
+    search_hits,
     search_tools,
 )
 from toolscope_agent.engine.selection import Selection, SessionState, select_tools
@@ -51,6 +53,7 @@ from toolscope_agent.policy import PolicyCache
 from toolscope_agent.tokenizers import DEFAULT_ENCODING, exact_counter
 
 SEARCH_TOOL = "tool_search"
+logger = logging.getLogger("toolscope_agent")
 
 
 class ToolSelector:
@@ -126,14 +129,35 @@ class ToolSelector:
     def search(self, query: str, top_k: int | None = None) -> list[SearchHit]:
         """What the agent's `tool_search` tool answers: ranked by the policy's ranker, with the
         project's learned history when the policy turns it on (`learned`) and the served
-        document carries it (`search_history`)."""
+        document carries it (`search_history`). With semantic search on (`semantic`) and a
+        `client`, the server ranks (it holds the model) and the hits are this catalog's tools in
+        its order; when it cannot be asked, the local lexical ranking answers."""
         settings = self._section("selection").get("tool_search")
         settings = settings if isinstance(settings, Mapping) else {}
         max_top_k = clamp_top_k(settings.get("max_top_k", MAX_TOP_K), MAX_TOP_K)
         wanted = clamp_top_k(top_k if top_k is not None else settings.get("top_k", DEFAULT_TOP_K), max_top_k)
+        if isinstance(settings.get("semantic"), Mapping) and self.client is not None and query.strip():
+            hits = self._server_search(query, wanted, max_top_k)
+            if hits is not None:
+                return hits
         history = self._section("search_history").get("tools") if settings.get("learned") else None
         return search_tools(self.catalog, query, wanted, max_top_k=max_top_k, ranker=ranker_for(settings),
                             history=history if isinstance(history, Mapping) else None)
+
+    def _server_search(self, query: str, wanted: int, max_top_k: int) -> list[SearchHit] | None:
+        """The server's ranking of this catalog's tools, or None when it could not be had."""
+        assert self.client is not None
+        label = self.policy.get("label")
+        try:
+            answer = self.client.search_tools(query, max_top_k, label=label if isinstance(label, str) else "production")
+        except ToolscopeError as exc:
+            logger.warning("toolscope search unavailable (%s); ranking locally", exc.message)
+            return None
+        positions = {tool["name"]: position for position, tool in enumerate(self.catalog)}
+        ranked = [(float(hit["score"]), positions[hit["name"]]) for hit in answer["results"]
+                  if isinstance(hit, Mapping) and hit.get("name") in positions
+                  and isinstance(hit.get("score"), (int, float))]
+        return search_hits(self.catalog, ranked[:wanted])
 
     # -- after the model answered -----------------------------------------------------------
 

@@ -51,7 +51,8 @@ def test_history_is_served_with_a_learned_policy_and_its_revision_changes_the_et
         project, policy, publish, agent, refresh):
     version = publish(policy)
     assert version.document["selection"]["tool_search"] == {
-        "top_k": 8, "max_top_k": 20, "provider_search": False, "ranker": "bm25f-2", "learned": True}
+        "top_k": 8, "max_top_k": 20, "provider_search": False, "ranker": "bm25f-2", "learned": True,
+        "semantic": None}
     assert "search_history" not in agent.get(URL).json()  # nothing learned yet
     record(project, "Rotate the signing keys", ("web_fetch", {}))
     history = refresh(project)
@@ -91,10 +92,11 @@ def test_tools_search_ranks_as_the_labels_version(project, policy, publish, agen
     record(project, "Rotate the signing keys", ("web_fetch", {}))
     refresh(project)
     url = "/api/v1/tools/search"
-    assert agent.post(url, {"query": "signing keys"}, content_type="application/json").json()["results"] == []
+    assert agent.post(url, {"query": "signing keys"}, content_type="application/json").json() == {
+        "ranking": "bm25f-2", "results": []}
     publish(policy)
-    results = agent.post(url, {"query": "signing keys"}, content_type="application/json").json()["results"]
-    assert [hit["name"] for hit in results] == ["web_fetch"]
+    answer = agent.post(url, {"query": "signing keys"}, content_type="application/json").json()
+    assert [hit["name"] for hit in answer["results"]] == ["web_fetch"] and answer["ranking"] == "bm25f-2"
 
 
 def test_a_version_published_before_rankers_keeps_the_legacy_ranking(project, policy, publish, agent):
@@ -104,8 +106,9 @@ def test_a_version_published_before_rankers_keeps_the_legacy_ranking(project, po
     cache.clear()
     url = "/api/v1/tools/search"
     # fuzzy-1's score of an exact name is over 14; bm25f-2's is the exact bonus plus BM25F.
-    legacy = agent.post(url, {"query": "git_status"}, content_type="application/json").json()["results"]
-    assert legacy[0]["name"] == "git_status" and legacy[0]["score"] > 14
+    answer = agent.post(url, {"query": "git_status"}, content_type="application/json").json()
+    legacy = answer["results"]
+    assert answer["ranking"] == "fuzzy-1" and legacy[0]["name"] == "git_status" and legacy[0]["score"] > 14
     assert {hit["name"] for hit in legacy} >= {"git_status", "git_diff"}
 
 

@@ -123,6 +123,11 @@ class Policy(models.Model):
         max_length=16, choices=[(version, version) for version in sorted(RANKERS)], default=DEFAULT_RANKER,
         help_text="tool_search's ranking. A published version keeps the ranker it was published with.",
     )
+    search_semantic = models.BooleanField(
+        default=False,
+        help_text="tool_search also ranks by meaning: the server's sentence-embedding model (TOOL_SEARCH_MODEL) "
+                  "fused with the lexical ranking; agents then ask the server to search.",
+    )
     search_learned = models.BooleanField(
         default=True,
         help_text="tool_search also matches what this project's agents asked before calling each tool "

@@ -24,6 +24,7 @@ last few, keyed by the (name, description) pairs, the history and the ranker the
 
 from __future__ import annotations
 
+import heapq
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -95,18 +96,24 @@ class SearchIndex:
 
     def rank(self, query: str, top_k: int = DEFAULT_TOP_K, *, max_top_k: int = MAX_TOP_K) -> list[tuple[float, int]]:
         """(score, catalog position) of the best tools, best first; [] for a blank query."""
+        return self.ranked(query, clamp_top_k(top_k, max_top_k))
+
+    def ranked(self, query: str, limit: int) -> list[tuple[float, int]]:
+        """`rank` without the 1..20 clamp: the best `limit` tools (for a fusion that reads deeper)."""
         if not query or not query.strip():
             return []
         index = self._index
-        ranked = sorted((-round(score, 4), index.names[tool], tool) for tool, score in index.scores(query).items())
-        return [(-negative, index.positions[tool]) for negative, _, tool in ranked[:clamp_top_k(top_k, max_top_k)]]
+        ranked = heapq.nsmallest(max(0, limit), ((-round(score, 4), index.names[tool], tool)
+                                                 for tool, score in index.scores(query).items()))
+        return [(-negative, index.positions[tool]) for negative, _, tool in ranked]
 
     def search(self, query: str, top_k: int = DEFAULT_TOP_K, *, max_top_k: int = MAX_TOP_K) -> list[SearchHit]:
         """The best tools of this index's catalog for `query` (see `search_tools`)."""
-        return _hits(self.catalog, self.rank(query, top_k, max_top_k=max_top_k))
+        return search_hits(self.catalog, self.rank(query, top_k, max_top_k=max_top_k))
 
 
-def _hits(catalog: Sequence[Mapping[str, Any]], ranked: list[tuple[float, int]]) -> list[SearchHit]:
+def search_hits(catalog: Sequence[Mapping[str, Any]], ranked: list[tuple[float, int]]) -> list[SearchHit]:
+    """The hits of a ranking of (score, catalog position): name, score, summary line, parameters."""
     hits = []
     for score, position in ranked:
         tool = catalog[position]
@@ -142,8 +149,8 @@ _GET_NAME = itemgetter("name")
 _GET_DESCRIPTION = itemgetter("description")
 
 
-def _index_for(catalog: Sequence[Mapping[str, Any]], ranker: str,
-               history: Mapping[str, Sequence[str]] | None) -> SearchIndex:
+def search_index(catalog: Sequence[Mapping[str, Any]], ranker: str = DEFAULT_RANKER,
+                 history: Mapping[str, Sequence[str]] | None = None) -> SearchIndex:
     """A cached index for this catalog's content, history and ranker.
 
     Keyed by the names and descriptions themselves (C-level passes, no Python call per tool),
@@ -192,7 +199,7 @@ def search_tools(catalog: Sequence[Mapping[str, Any]], query: str, top_k: int = 
     """
     if not query or not query.strip():
         return []
-    return _hits(catalog, _index_for(catalog, ranker, history).rank(query, top_k, max_top_k=max_top_k))
+    return search_hits(catalog, search_index(catalog, ranker, history).rank(query, top_k, max_top_k=max_top_k))
 
 
 def parameter_summary(input_schema: Any) -> str:

@@ -115,7 +115,7 @@ class PolicyAdmin(DraftAuditMixin, ProjectScopedPickersMixin, admin.ModelAdmin):
         ("Allowed tools and always-on set", {"fields": ["allowed", "always_on", "sticky_discovered"]}),
         ("Progressive menu and tool search", {
             "fields": ["hint_prefix", "search_top_k", "search_max_top_k", "search_ranker", "search_learned",
-                       "provider_search"],
+                       "search_semantic", "provider_search"],
         }),
         ("Outputs", {"fields": ["suppress_duplicates"]}),
         ("History", {"fields": ["updated_at", "updated_by", "versions_link", "audit_link"]}),

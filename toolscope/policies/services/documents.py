@@ -12,6 +12,7 @@ from django.db.models import Prefetch
 
 from toolscope.policies.models import Policy, PolicyLabel, Tool, ToolGroup
 from toolscope.policies.selectors import SETTINGS_FIELDS
+from toolscope.policies.services.semantic_search import semantic_settings
 from toolscope.telemetry.models import Project
 
 SCHEMA_VERSION = 1
@@ -57,7 +58,8 @@ def policy_document_build(*, policy: Policy) -> dict[str, Any]:
             "progressive": {"hint_prefix": policy.hint_prefix},
             "tool_search": {"top_k": policy.search_top_k, "max_top_k": policy.search_max_top_k,
                             "provider_search": policy.provider_search, "ranker": policy.search_ranker,
-                            "learned": policy.search_learned},
+                            "learned": policy.search_learned,
+                            "semantic": semantic_settings() if policy.search_semantic else None},
             "sticky_discovered": policy.sticky_discovered,
         },
         "outputs": {

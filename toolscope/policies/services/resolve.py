@@ -11,6 +11,7 @@ from toolscope_agent.engine.search import DEFAULT_RANKER, ranker_for, search_too
 from toolscope_agent.engine.selection import SessionState, select_tools
 
 from toolscope.policies.selectors import policy_label_served, policy_label_version, tool_catalog
+from toolscope.policies.services.semantic_search import semantic_index
 from toolscope.telemetry.models import Project
 from toolscope.tokenizer import counter
 
@@ -75,19 +76,26 @@ def _render(selection: Any, output_format: str, document: dict[str, Any]) -> lis
     return render_plain(selection)
 
 
-def tools_search(*, project: Project, query: str, top_k: int, label: str = "production") -> list[dict[str, Any]]:
-    """The catalog ranked as an agent applying `label`'s version ranks it: its ranker, and the
-    project's learned history when the version turns it on. With no such version: the default
-    ranker, no history."""
-    ranker, history = DEFAULT_RANKER, None
+def tools_search(*, project: Project, query: str, top_k: int, label: str = "production") -> dict[str, Any]:
+    """The catalog ranked as an agent applying `label`'s version ranks it: its ranker, the
+    project's learned history when the version turns it on, and the semantic fusion when it
+    turns that on and this server has the model it was published with. With no such version:
+    the default ranker alone. `ranking` names what ranked."""
+    ranker, history, semantic = DEFAULT_RANKER, None, None
     served = policy_label_served(project_id=project.pk, name=label)
     if served is not None:
         version, learned = served
         settings = version.document.get("selection", {}).get("tool_search")
-        ranker = ranker_for(settings)
-        if learned is not None and isinstance(settings, dict) and settings.get("learned"):
+        settings = settings if isinstance(settings, dict) else {}
+        ranker, semantic = ranker_for(settings), settings.get("semantic")
+        if learned is not None and settings.get("learned"):
             history = learned.tools
-    return [
-        {"name": hit.name, "score": round(hit.score, 4), "summary": hit.summary, "parameters": hit.parameters}
-        for hit in search_tools(tool_catalog(project=project), query, top_k, ranker=ranker, history=history)
-    ]
+    catalog = tool_catalog(project=project)
+    fused = semantic_index(catalog, semantic, ranker=ranker, history=history) if semantic else None
+    hits = (fused.search(query, top_k) if fused is not None
+            else search_tools(catalog, query, top_k, ranker=ranker, history=history))
+    return {
+        "ranking": f"{ranker}+semantic" if fused is not None else ranker,
+        "results": [{"name": hit.name, "score": round(hit.score, 4), "summary": hit.summary,
+                     "parameters": hit.parameters} for hit in hits],
+    }

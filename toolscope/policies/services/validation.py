@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from toolscope.policies.models import Policy, SelectionMode, Tool
 from toolscope.policies.services.regex_safety import regex_problem
+from toolscope.policies.services.semantic_search import semantic_identity
 
 TOOL_SEARCH_TOOL = "tool_search"
 
@@ -84,6 +85,10 @@ def _mode_problems(policy: Policy) -> list[PolicyProblem]:
     if policy.mode == SelectionMode.TOOL_SEARCH and not policy.always_on.filter(name=TOOL_SEARCH_TOOL).exists():
         problems.append(PolicyProblem(
             "always_on", f"tool_search mode needs the '{TOOL_SEARCH_TOOL}' tool in the always-on set"
+        ))
+    if policy.search_semantic and semantic_identity() is None:
+        problems.append(PolicyProblem(
+            "search_semantic", "semantic search needs a model: set TOOL_SEARCH_MODEL on the server (README)"
         ))
     if policy.search_top_k > policy.search_max_top_k:
         problems.append(PolicyProblem(

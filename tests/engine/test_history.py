@@ -43,3 +43,9 @@ def test_the_least_called_tools_are_left_out_beyond_max_tools():
 def test_whitespace_is_collapsed_and_the_result_is_ordered_by_tool_name():
     history = learn_history([session("fix\n  the   bug", ("zeta", {}), ("alpha", {}))])
     assert list(history) == ["alpha", "zeta"] and history["alpha"] == ["fix the bug"]
+
+
+def test_the_whole_map_is_bounded_in_characters_keeping_the_most_called_tools():
+    sessions = [session("a" * 100, ("busy", {}), ("quiet", {})), session("b" * 100, ("busy", {}))]
+    assert list(learn_history(sessions, max_chars=250)) == ["busy"]
+    assert list(learn_history(sessions, max_chars=300)) == ["busy", "quiet"]

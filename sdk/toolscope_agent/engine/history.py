@@ -14,8 +14,9 @@ What links a text to a tool, per session:
 
 `tool_search` itself is never a target. Bounds keep the shipped map small whatever the traffic:
 a text is cut to MAX_TEXT_CHARS, a tool keeps its MAX_TEXTS_PER_TOOL most recent distinct texts
-(the most recent sessions come first), and tools beyond MAX_TOOLS (the least called) are left
-out. The result depends only on the input order, never on dict or set iteration.
+(the most recent sessions come first), and tools beyond MAX_TOOLS, or beyond MAX_TOTAL_CHARS of
+text in all, are left out, the least called first. The result depends only on the input order,
+never on dict or set iteration.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ SEARCH_TOOL = "tool_search"
 MAX_TEXT_CHARS = 300
 MAX_TEXTS_PER_TOOL = 8
 MAX_TOOLS = 2000
+# The whole map's text, in characters: it is served with every policy poll that changed.
+MAX_TOTAL_CHARS = 256_000
 
 
 @dataclass(frozen=True)
@@ -40,7 +43,7 @@ class RecordedSession:
 
 
 def learn_history(sessions: Iterable[RecordedSession], *, max_texts: int = MAX_TEXTS_PER_TOOL,
-                  max_tools: int = MAX_TOOLS) -> dict[str, list[str]]:
+                  max_tools: int = MAX_TOOLS, max_chars: int = MAX_TOTAL_CHARS) -> dict[str, list[str]]:
     """`{tool: [texts]}` from sessions given newest first (see the module docstring)."""
     texts: dict[str, dict[str, None]] = {}
     calls: dict[str, int] = {}
@@ -50,8 +53,14 @@ def learn_history(sessions: Iterable[RecordedSession], *, max_texts: int = MAX_T
             kept = texts.setdefault(tool, {})
             if text and len(kept) < max_texts:
                 kept.setdefault(text[:MAX_TEXT_CHARS], None)
-    busiest = sorted(texts, key=lambda tool: (-calls[tool], tool))[:max_tools]
-    return {tool: list(texts[tool]) for tool in sorted(busiest) if texts[tool]}
+    chosen: list[str] = []
+    budget = max_chars
+    for tool in sorted(texts, key=lambda tool: (-calls[tool], tool))[:max_tools]:
+        size = sum(map(len, texts[tool]))
+        if texts[tool] and size <= budget:
+            chosen.append(tool)
+            budget -= size
+    return {tool: list(texts[tool]) for tool in sorted(chosen)}
 
 
 def _links(session: RecordedSession) -> Iterable[tuple[str, str]]:

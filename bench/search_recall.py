@@ -164,7 +164,11 @@ def _toolscope_index(catalog: Catalog, history: History | None, *, legacy: bool 
         options["history"] = history
     if legacy and legacy_supported():
         options["ranker"] = engine.LEGACY_RANKER
-    index = engine.SearchIndex(catalog, **options)
+    return _by_name(engine.SearchIndex(catalog, **options), catalog)
+
+
+def _by_name(index: Any, catalog: Catalog) -> Search:
+    """`search(query, k)` -> names, from an index whose `rank` answers (score, catalog position)."""
     names = [tool["name"] for tool in catalog]
 
     def search(query: str, k: int) -> list[str]:
@@ -282,23 +286,13 @@ def semantic_available() -> bool:
 @ranker("semantic")
 def semantic_only(catalog: Catalog, history: History | None) -> Search:
     """Cosine similarity of sentence embeddings alone (toolscope_agent.semantic.SemanticIndex)."""
-    index = _semantic_model().index(catalog)
-    names = [tool["name"] for tool in catalog]
-
-    def search(query: str, k: int) -> list[str]:
-        return [names[position] for _, position in index.rank(query, k, max_top_k=k)]
-    return search
+    return _by_name(_semantic_model().index(catalog), catalog)
 
 
 def _hybrid(catalog: Catalog, **options: Any) -> Search:
     from toolscope_agent.semantic import HybridIndex
 
-    index = HybridIndex(catalog, _semantic_model(), **options)
-    names = [tool["name"] for tool in catalog]
-
-    def search(query: str, k: int) -> list[str]:
-        return [names[position] for _, position in index.rank(query, k, max_top_k=k)]
-    return search
+    return _by_name(HybridIndex(catalog, _semantic_model(), **options), catalog)
 
 
 @ranker("toolscope+semantic")

@@ -1,0 +1,215 @@
+"""Replay recorded sessions under a policy: the schema tokens it would have sent, and the calls it
+would have broken (issue 14's simulation, the part every caller shares).
+
+Pure, like the rest of the engine: recorded sessions and a policy document in, figures out. The
+server replays stored sessions with it; the SDK can replay its own. Each session is walked turn
+by turn with the state the agent would keep (engine/selection.SessionState):
+
+- the turn's selection is `select_tools(catalog, policy, state, turn.message)`, and its cost the
+  schema tokens of the tools sent (plus the progressive menu's, when `menu_tokens` is given),
+  against the tokens of what the agent actually advertised on that turn;
+- a recorded call whose tool the selection did not send is a **miss**. It is *recoverable* when
+  the policy offers a path to the tool: progressive mode lists it on the menu (calling it
+  activates it), or the policy sends the `tool_search` tool and its search, asked with the
+  turn's task message, ranks the tool in its top_k. Any other miss is *hard*: the tool is not
+  allowed, or nothing would have led the model to it. A recoverable miss costs one extra model
+  round trip (`recovery_round_trips`);
+- then the state learns what the turn did, as the agent's would: every called tool is discovered
+  (and, in progressive mode, activated); a recorded `tool_search` call loads what the policy's
+  search answers for its query; a recovered search miss loads its tool. A hard miss still counts
+  the call as made (a gateway forwards it), so a sticky policy sends the tool afterwards.
+
+Nothing here reads a clock or iterates a set into the output: equal input, equal figures.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from toolscope_agent.engine.render import SEARCH_TOOL_NAME
+from toolscope_agent.engine.search import DEFAULT_TOP_K, MAX_TOP_K, clamp_top_k, ranker_for, search_tools
+from toolscope_agent.engine.selection import SessionState, policy_settings, select_tools
+
+RECOVERABLE = "recoverable"
+HARD = "hard"
+
+
+@dataclass(frozen=True)
+class RecordedCall:
+    name: str
+    arguments: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RecordedTurn:
+    """One model request as recorded: the task message its selection would see, the tool names
+    actually advertised, the calls the model made, and its text (progressive hints)."""
+
+    message: str = ""
+    advertised: Sequence[str] = ()
+    calls: Sequence[RecordedCall] = ()
+    model_output: str = ""
+
+
+@dataclass(frozen=True)
+class ReplaySession:
+    key: str
+    turns: Sequence[RecordedTurn]
+
+
+@dataclass(frozen=True)
+class Miss:
+    """A recorded call the policy would not have sent at that point."""
+
+    session: str
+    turn: int
+    tool: str
+    kind: str  # RECOVERABLE or HARD
+    path: str  # "menu", "search" or "" (hard)
+
+
+@dataclass(frozen=True)
+class TurnFigures:
+    session: str
+    turn: int
+    advertised_tokens: int
+    sent_tokens: int
+    sent_tools: int
+    calls: int
+    misses: int
+
+
+@dataclass
+class ToolFigures:
+    calls: int = 0
+    hard: int = 0
+    recoverable: int = 0
+
+
+@dataclass
+class Simulation:
+    """Totals, and the rows behind them (per turn, per tool, every miss)."""
+
+    turns: list[TurnFigures] = field(default_factory=list)
+    misses: list[Miss] = field(default_factory=list)
+    tools: dict[str, ToolFigures] = field(default_factory=dict)
+
+    @property
+    def advertised_tokens(self) -> int:
+        return sum(row.advertised_tokens for row in self.turns)
+
+    @property
+    def sent_tokens(self) -> int:
+        return sum(row.sent_tokens for row in self.turns)
+
+    @property
+    def saved_tokens(self) -> int:
+        return self.advertised_tokens - self.sent_tokens
+
+    @property
+    def saved_share(self) -> float:
+        return self.saved_tokens / self.advertised_tokens if self.advertised_tokens else 0.0
+
+    @property
+    def calls(self) -> int:
+        return sum(row.calls for row in self.turns)
+
+    @property
+    def hard_misses(self) -> int:
+        return sum(miss.kind == HARD for miss in self.misses)
+
+    @property
+    def recoverable_misses(self) -> int:
+        return sum(miss.kind == RECOVERABLE for miss in self.misses)
+
+    @property
+    def miss_rate(self) -> float:
+        return len(self.misses) / self.calls if self.calls else 0.0
+
+    @property
+    def recovery_round_trips(self) -> int:
+        return self.recoverable_misses
+
+
+def simulate(catalog: Sequence[Mapping[str, Any]], policy: Mapping[str, Any], sessions: Iterable[ReplaySession],
+             *, schema_tokens: Mapping[str, int], menu_tokens: Callable[[str], int] | None = None,
+             history: Mapping[str, Sequence[str]] | None = None) -> Simulation:
+    """Replay `sessions` under `policy` over `catalog` (see the module docstring).
+
+    `schema_tokens`: each tool's schema cost by name (a name without one costs 0);
+    `menu_tokens`: counts progressive mode's menu text, when given; `history`: the learned
+    search history the policy's search would use.
+    """
+    replay = _Replay(catalog, policy, schema_tokens, menu_tokens, history)
+    result = Simulation()
+    for session in sessions:
+        replay.session(session, result)
+    return result
+
+
+class _Replay:
+    def __init__(self, catalog: Sequence[Mapping[str, Any]], policy: Mapping[str, Any],
+                 schema_tokens: Mapping[str, int], menu_tokens: Callable[[str], int] | None,
+                 history: Mapping[str, Sequence[str]] | None) -> None:
+        self.catalog, self.policy, self.costs, self.menu_tokens = catalog, policy, schema_tokens, menu_tokens
+        self.settings = policy_settings(policy)
+        section = policy.get("selection")
+        search = section.get("tool_search") if isinstance(section, Mapping) else None
+        search = search if isinstance(search, Mapping) else {}
+        self.top_k = clamp_top_k(search.get("top_k", DEFAULT_TOP_K), search.get("max_top_k", MAX_TOP_K))
+        self.ranker = ranker_for(search if search else None)
+        self.history = history if search.get("learned") else None
+        allowed = self.settings.allowed
+        self.searchable = [tool for tool in catalog if allowed is None or tool.get("name") in allowed]
+
+    def session(self, session: ReplaySession, result: Simulation) -> None:
+        state = SessionState()
+        for index, turn in enumerate(session.turns):
+            selection = select_tools(self.catalog, self.policy, state, turn.message)
+            sent = selection.reasons
+            deferred = {tool.get("name") for tool in selection.deferred}
+            cost = sum(self.costs.get(name, 0) for name in sent)
+            if selection.menu and self.menu_tokens is not None:
+                cost += self.menu_tokens(selection.menu)
+            observed: list[dict[str, Any]] = []
+            misses = 0
+            for call in turn.calls:
+                tool = result.tools.setdefault(call.name, ToolFigures())
+                tool.calls += 1
+                if call.name not in sent:
+                    miss = self._miss(session.key, index, call.name, turn.message, deferred, SEARCH_TOOL_NAME in sent)
+                    result.misses.append(miss)
+                    misses += 1
+                    if miss.kind == HARD:
+                        tool.hard += 1
+                    else:
+                        tool.recoverable += 1
+                    if miss.path == "search":
+                        observed.append({"name": SEARCH_TOOL_NAME, "results": [call.name]})
+                observed.append(self._observed(call))
+            state.observe(turn.model_output, observed, hint_prefix=self.settings.hint_prefix)
+            result.turns.append(TurnFigures(
+                session=session.key, turn=index, sent_tokens=cost, sent_tools=len(sent), calls=len(turn.calls),
+                advertised_tokens=sum(self.costs.get(name, 0) for name in dict.fromkeys(turn.advertised)),
+                misses=misses))
+
+    def _miss(self, session: str, turn: int, name: str, message: str, deferred: set[Any], searchable: bool) -> Miss:
+        if self.settings.mode == "progressive" and name in deferred:
+            return Miss(session, turn, name, RECOVERABLE, "menu")
+        if searchable and name in self._search(message):
+            return Miss(session, turn, name, RECOVERABLE, "search")
+        return Miss(session, turn, name, HARD, "")
+
+    def _search(self, query: Any) -> list[str]:
+        if not isinstance(query, str) or not query.strip():
+            return []
+        hits = search_tools(self.searchable, query, self.top_k, ranker=self.ranker, history=self.history)
+        return [hit.name for hit in hits]
+
+    def _observed(self, call: RecordedCall) -> dict[str, Any]:
+        if call.name != SEARCH_TOOL_NAME:
+            return {"name": call.name, "arguments": call.arguments}
+        query = call.arguments.get("query") if isinstance(call.arguments, Mapping) else None
+        return {"name": call.name, "arguments": call.arguments, "results": self._search(query)}

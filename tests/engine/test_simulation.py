@@ -1,0 +1,126 @@
+"""Replaying recorded sessions under a policy (engine/simulation.py): every figure below is
+computed by hand from the costs and the sessions, per mode."""
+
+from __future__ import annotations
+
+from toolscope_agent.engine.simulation import (
+    HARD,
+    RECOVERABLE,
+    RecordedCall,
+    RecordedTurn,
+    ReplaySession,
+    simulate,
+)
+
+CATALOG = [
+    {"name": "read_file", "description": "Read a file from disk."},
+    {"name": "edit_file", "description": "Edit a file in place."},
+    {"name": "run_tests", "description": "Run the project's test suite with pytest."},
+    {"name": "git_diff", "description": "Show unstaged changes in the git repository."},
+    {"name": "tool_search", "description": "Find tools by what they do."},
+]
+COSTS = {"read_file": 100, "edit_file": 200, "run_tests": 300, "git_diff": 400, "tool_search": 50}
+EVERYTHING = ["read_file", "edit_file", "run_tests", "git_diff", "tool_search"]  # 1,050 tokens
+
+
+def policy(mode: str, **selection) -> dict:
+    return {"selection": {"mode": mode, "always_on": ["read_file"], "tool_search": {"top_k": 2, "ranker": "bm25f-2"},
+                          **selection}}
+
+
+def call(name: str, **arguments) -> RecordedCall:
+    return RecordedCall(name, arguments)
+
+
+# Two turns, every tool advertised on each (2 x 1,050 = 2,100 advertised tokens).
+FIX_TESTS = ReplaySession("s1", [
+    RecordedTurn(message="fix the failing tests", advertised=EVERYTHING,
+                 calls=[call("read_file"), call("run_tests")]),
+    RecordedTurn(message="fix the failing tests", advertised=EVERYTHING, calls=[call("edit_file")]),
+])
+
+
+def test_all_mode_sends_what_was_advertised_and_misses_nothing():
+    result = simulate(CATALOG, policy("all"), [FIX_TESTS], schema_tokens=COSTS)
+    assert (result.advertised_tokens, result.sent_tokens, result.saved_tokens) == (2100, 2100, 0)
+    assert result.misses == [] and result.calls == 3 and result.miss_rate == 0
+
+
+def test_context_rules_send_the_matching_group_and_miss_what_no_rule_covers():
+    rules = policy("context_rules", groups={"testing": ["run_tests"]},
+                   context_rules=[{"name": "tests", "keywords": ["tests"], "groups": ["testing"]}])
+    result = simulate(CATALOG, rules, [FIX_TESTS], schema_tokens=COSTS)
+    # Turn 0 sends read_file + run_tests (400); edit_file is missed on turn 1, where read_file,
+    # run_tests (rule) and the discovered read_file/run_tests are sent: 400 again.
+    assert [row.sent_tokens for row in result.turns] == [400, 400]
+    assert result.saved_tokens == 2100 - 800
+    assert [(m.turn, m.tool, m.kind) for m in result.misses] == [(1, "edit_file", HARD)]
+    assert result.miss_rate == 1 / 3 and result.hard_misses == 1 and result.recovery_round_trips == 0
+    assert result.tools["edit_file"].hard == 1 and result.tools["read_file"].calls == 1
+
+
+def test_a_hard_miss_is_discovered_so_a_sticky_policy_sends_it_on_the_next_turn():
+    session = ReplaySession("s2", [
+        RecordedTurn(message="edit", advertised=EVERYTHING, calls=[call("edit_file")]),
+        RecordedTurn(message="edit", advertised=EVERYTHING, calls=[call("edit_file")]),
+    ])
+    sticky = simulate(CATALOG, policy("context_rules"), [session], schema_tokens=COSTS)
+    assert [row.sent_tokens for row in sticky.turns] == [100, 300] and len(sticky.misses) == 1
+    forgetful = simulate(CATALOG, policy("context_rules", sticky_discovered=False), [session], schema_tokens=COSTS)
+    assert [row.sent_tokens for row in forgetful.turns] == [100, 100] and len(forgetful.misses) == 2
+
+
+def test_progressive_misses_are_recoverable_through_the_menu_and_the_menu_is_priced():
+    result = simulate(CATALOG, policy("progressive"), [FIX_TESTS], schema_tokens=COSTS,
+                      menu_tokens=lambda menu: 10)
+    # Turn 0: read_file (100) + menu (10); run_tests missed (on the menu), and activated by the
+    # call. Turn 1: read_file + run_tests (400) + menu; edit_file missed (on the menu).
+    assert [row.sent_tokens for row in result.turns] == [110, 410]
+    assert [(m.turn, m.tool, m.kind, m.path) for m in result.misses] == [
+        (0, "run_tests", RECOVERABLE, "menu"), (1, "edit_file", RECOVERABLE, "menu")]
+    assert result.recovery_round_trips == 2 and result.hard_misses == 0
+
+
+def test_tool_search_misses_are_recoverable_when_the_search_ranks_the_tool():
+    session = ReplaySession("s3", [
+        RecordedTurn(message="show the unstaged git changes", advertised=EVERYTHING, calls=[call("git_diff")]),
+        RecordedTurn(message="show the unstaged git changes", advertised=EVERYTHING, calls=[call("edit_file")]),
+    ])
+    search = policy("tool_search", always_on=["read_file", "tool_search"])
+    result = simulate(CATALOG, search, [session], schema_tokens=COSTS)
+    # Turn 0: read_file + tool_search (150); git_diff is found by searching the message, so it
+    # is loaded: turn 1 sends read_file + tool_search + git_diff (550); edit_file is not in the
+    # top 2 for that message: a hard miss.
+    assert [row.sent_tokens for row in result.turns] == [150, 550]
+    assert [(m.tool, m.kind, m.path) for m in result.misses] == [("git_diff", RECOVERABLE, "search"),
+                                                                  ("edit_file", HARD, "")]
+    assert result.saved_tokens == 2100 - 700 and round(result.saved_share, 4) == 0.6667
+
+
+def test_a_recorded_search_loads_what_the_policys_search_answers():
+    session = ReplaySession("s4", [
+        RecordedTurn(message="", advertised=["tool_search"], calls=[call("tool_search", query="run the test suite")]),
+        RecordedTurn(message="", advertised=["tool_search", "run_tests"], calls=[call("run_tests")]),
+    ])
+    result = simulate(CATALOG, policy("tool_search", always_on=["tool_search"]), [session], schema_tokens=COSTS)
+    assert result.misses == []
+    # The search's top 2 for "run the test suite" is run_tests alone (no other tool shares a term).
+    assert [row.sent_tokens for row in result.turns] == [50, 50 + 300]
+    assert [row.advertised_tokens for row in result.turns] == [50, 350]
+
+
+def test_a_tool_the_policy_does_not_allow_is_a_hard_miss_even_when_search_would_rank_it():
+    session = ReplaySession("s5", [RecordedTurn(message="show the unstaged git changes", calls=[call("git_diff")])])
+    search = policy("tool_search", always_on=["tool_search"], allowed=["tool_search", "read_file"])
+    result = simulate(CATALOG, search, [session], schema_tokens=COSTS)
+    assert [(m.tool, m.kind) for m in result.misses] == [("git_diff", HARD)]
+
+
+def test_replay_is_deterministic_and_sessions_do_not_share_state():
+    sessions = [FIX_TESTS, ReplaySession("s6", FIX_TESTS.turns)]
+    rules = policy("context_rules")
+    first = simulate(CATALOG, rules, sessions, schema_tokens=COSTS)
+    assert first == simulate(CATALOG, rules, sessions, schema_tokens=COSTS)
+    # Per session: run_tests on turn 0, edit_file on turn 1 (read_file is always on).
+    assert [(m.session, m.tool) for m in first.misses] == [("s1", "run_tests"), ("s1", "edit_file"),
+                                                          ("s6", "run_tests"), ("s6", "edit_file")]

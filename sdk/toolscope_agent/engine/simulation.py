@@ -45,12 +45,14 @@ class RecordedCall:
 @dataclass(frozen=True)
 class RecordedTurn:
     """One model request as recorded: the task message its selection would see, the tool names
-    actually advertised, the calls the model made, and its text (progressive hints)."""
+    actually advertised (and, when known, their exact schema tokens as counted then), the calls
+    the model made, and its text (progressive hints)."""
 
     message: str = ""
     advertised: Sequence[str] = ()
     calls: Sequence[RecordedCall] = ()
     model_output: str = ""
+    advertised_tokens: int | None = None
 
 
 @dataclass(frozen=True)
@@ -192,8 +194,13 @@ class _Replay:
             state.observe(turn.model_output, observed, hint_prefix=self.settings.hint_prefix)
             result.turns.append(TurnFigures(
                 session=session.key, turn=index, sent_tokens=cost, sent_tools=len(sent), calls=len(turn.calls),
-                advertised_tokens=sum(self.costs.get(name, 0) for name in dict.fromkeys(turn.advertised)),
+                advertised_tokens=self._advertised_tokens(turn),
                 misses=misses))
+
+    def _advertised_tokens(self, turn: RecordedTurn) -> int:
+        if turn.advertised_tokens is not None:
+            return turn.advertised_tokens
+        return sum(self.costs.get(name, 0) for name in dict.fromkeys(turn.advertised))
 
     def _miss(self, session: str, turn: int, name: str, message: str, deferred: set[Any], searchable: bool) -> Miss:
         if self.settings.mode == "progressive" and name in deferred:

@@ -1,0 +1,66 @@
+"""Replaying stored sessions (policies/services/simulation.py): the rows become the engine's
+sessions in a fixed number of queries, and the figures equal hand-computed ones."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from tests.admin.builders import make_tool
+from tests.factories import make_session, make_tool_call, make_turn
+from toolscope.policies.services.simulation import policy_simulate, simulation_sessions
+
+NOW = timezone.now()
+COSTS = {"read_file": 100, "edit_file": 200, "run_tests": 300, "tool_search": 50}
+
+
+@pytest.fixture
+def recorded(project, other_project):
+    for name, tokens in COSTS.items():
+        make_tool(project, name, schema_tokens=tokens, description=f"The {name.replace('_', ' ')} tool.")
+    sessions = []
+    for n in range(3):
+        session = make_session(project, started_at=NOW - timedelta(hours=3 - n))
+        first = make_turn(session, 0, advertised=list(COSTS), task_message="fix the failing tests", schema_tokens=650)
+        make_tool_call(first, "read_file", started_at=session.started_at)
+        make_tool_call(first, "run_tests", started_at=session.started_at + timedelta(seconds=1))
+        second = make_turn(session, 1, advertised=list(COSTS), task_message="fix the failing tests", schema_tokens=650)
+        make_tool_call(second, "edit_file", started_at=session.started_at + timedelta(seconds=2))
+        sessions.append(session)
+    make_turn(make_session(other_project), 0, task_message="another tenant")
+    return sessions
+
+
+def window(**extra):
+    return {"start": NOW - timedelta(days=1), "end": NOW + timedelta(minutes=1), **extra}
+
+
+def test_sessions_are_read_in_four_queries_whatever_their_number(project, recorded, django_assert_num_queries):
+    with django_assert_num_queries(4):
+        sessions = simulation_sessions(project=project, **window())
+    assert [s.key for s in sessions] == [s.client_id for s in recorded]
+    first = sessions[0].turns
+    assert [t.message for t in first] == ["fix the failing tests"] * 2
+    assert [[c.name for c in t.calls] for t in first] == [["read_file", "run_tests"], ["edit_file"]]
+    assert list(first[0].advertised) == list(COSTS) and first[0].advertised_tokens == 650
+
+
+def test_a_selection_filters_and_limits(project, recorded):
+    assert simulation_sessions(project=project, **window(limit=2))[-1].key == recorded[1].client_id
+    assert simulation_sessions(project=project, **window(agent_name="nobody")) == []
+
+
+def test_the_figures_equal_hand_computed_ones(project, recorded, django_assert_num_queries):
+    sessions = simulation_sessions(project=project, **window())
+    document = {"selection": {"mode": "context_rules", "always_on": ["read_file"],
+                              "groups": {"testing": ["run_tests"]},
+                              "context_rules": [{"name": "t", "keywords": ["tests"], "groups": ["testing"]}]}}
+    with django_assert_num_queries(2):
+        result = policy_simulate(project=project, document=document, sessions=sessions)
+    # Per session: two turns advertised at 650 each; the policy sends read_file + run_tests (400)
+    # on both; edit_file on turn 1 is a hard miss. Three sessions: 3,900 advertised, 2,400 sent.
+    assert (result.advertised_tokens, result.sent_tokens, result.saved_tokens) == (3900, 2400, 1500)
+    assert result.calls == 9 and result.hard_misses == 3 and result.recoverable_misses == 0
+    assert {miss.tool for miss in result.misses} == {"edit_file"}

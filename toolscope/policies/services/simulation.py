@@ -1,0 +1,63 @@
+"""Replay a project's recorded sessions under a policy document (issue 14): the server side of
+toolscope_agent.engine.simulation.
+
+`simulation_sessions` reads a selection of sessions in four queries, however many sessions and
+turns it holds (the sessions, their turns, the advertised sets those turns name, their calls with
+only a `tool_search` call's query taken out of the JSON); `policy_simulate` adds the catalog and
+its schema costs (two queries) and runs the engine. The advertised side of each turn is the
+schema tokens counted when the turn was processed (`Turn.schema_tokens`), so savings compare the
+policy with what was really sent; the policy's side prices the current catalog definitions.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import datetime
+from typing import Any
+
+from toolscope_agent.engine.history import SEARCH_TOOL
+from toolscope_agent.engine.simulation import RecordedCall, RecordedTurn, ReplaySession, Simulation, simulate
+
+from toolscope.policies.models import Tool
+from toolscope.policies.selectors import tool_catalog
+from toolscope.telemetry.models import AdvertisedSet, Project, Session, ToolCall, Turn
+from toolscope.tokenizer import counter
+
+
+def simulation_sessions(*, project: Project, start: datetime, end: datetime, agent_name: str | None = None,
+                        model: str | None = None, limit: int | None = None) -> list[ReplaySession]:
+    """The project's sessions started in [start, end), oldest first, as the engine replays them."""
+    sessions = Session.objects.filter(project=project, started_at__gte=start, started_at__lt=end)
+    if agent_name:
+        sessions = sessions.filter(agent_name=agent_name)
+    if model:
+        sessions = sessions.filter(model=model)
+    rows = list(sessions.order_by("started_at", "id").values_list("id", "client_id")[:limit])
+    ids = [session_id for session_id, _ in rows]
+    turns = list(Turn.objects.filter(session_id__in=ids).order_by("session_id", "index")
+                 .values_list("session_id", "index", "task_message", "advertised_set_id", "schema_tokens"))
+    advertised = dict(AdvertisedSet.objects.filter(pk__in={row[3] for row in turns if row[3]})
+                      .values_list("pk", "tools"))
+    calls: dict[tuple[int, int], list[RecordedCall]] = defaultdict(list)
+    for session_id, turn_index, name, query in (
+            ToolCall.objects.filter(session_id__in=ids).order_by("session_id", "turn_index", "started_at", "id")
+            .values_list("session_id", "turn_index", "tool_name", "arguments__query")):
+        calls[(session_id, turn_index)].append(RecordedCall(name, {"query": query} if name == SEARCH_TOOL else {}))
+    by_session: dict[int, list[RecordedTurn]] = defaultdict(list)
+    for session_id, index, message, set_id, tokens in turns:
+        names = [entry.get("name") for entry in advertised.get(set_id) or [] if isinstance(entry, dict)]
+        by_session[session_id].append(RecordedTurn(
+            message=message, advertised=[name for name in names if isinstance(name, str)],
+            calls=calls.get((session_id, index), []), advertised_tokens=tokens))
+    return [ReplaySession(client_id, by_session.get(session_id, [])) for session_id, client_id in rows]
+
+
+def policy_simulate(*, project: Project, document: dict[str, Any], sessions: list[ReplaySession],
+                    history: dict[str, list[str]] | None = None) -> Simulation:
+    """`sessions` replayed under `document` over the project's catalog."""
+    catalog = tool_catalog(project=project)
+    tokens = {(name, source): count for name, source, count in
+              Tool.objects.filter(project=project).values_list("name", "source", "schema_tokens")}
+    costs = {tool["name"]: tokens.get((tool["name"], tool["source"])) or 0 for tool in catalog}
+    count = counter(project.encoding)
+    return simulate(catalog, document, sessions, schema_tokens=costs, menu_tokens=count, history=history)

@@ -5,6 +5,7 @@ from api.views.artifacts import ArtifactView
 from api.views.ingest import IngestView, TranscriptView
 from api.views.policy import PolicyView
 from api.views.resolve import ResolveView, ToolSearchView
+from api.views.simulations import SimulationsView, SimulationView
 from api.views.tools import ToolsView
 
 app_name = "api"
@@ -17,6 +18,8 @@ urlpatterns = [
     path("policy/resolve", ResolveView.as_view(), name="policy-resolve"),
     path("tools/search", ToolSearchView.as_view(), name="tools-search"),
     path("artifacts/<str:artifact_id>", ArtifactView.as_view(), name="artifact"),
+    path("simulations", SimulationsView.as_view(), name="simulations"),
+    path("simulations/<int:simulation_id>", SimulationView.as_view(), name="simulation"),
     path("schema", SpectacularAPIView.as_view(authentication_classes=[], permission_classes=[]), name="schema"),
     path("docs", SpectacularSwaggerView.as_view(url_name="api:schema", authentication_classes=[],
                                                 permission_classes=[]), name="docs"),

@@ -17,6 +17,7 @@ from django.conf import settings
 from django.core.cache import cache
 from django.db import InterfaceError, OperationalError, connection
 
+from toolscope.policies.services import simulation_runs
 from toolscope.policies.services.search_history import search_history_refresh_active
 from toolscope.telemetry.services.batches import batches_sweep
 from toolscope.telemetry.services.processing import BatchResult, batch_attempts, batch_mark_failed, batch_process
@@ -50,6 +51,12 @@ def heartbeat() -> None:
 def search_history_refresh() -> int:
     """Relearn tool_search's history of every project active in the last day."""
     return search_history_refresh_active()
+
+
+@shared_task(name=simulation_runs.RUN_TASK, ignore_result=True, acks_late=True)
+def simulation_run(simulation_id: int) -> None:
+    """Replay a queued simulation (a second delivery finds it claimed and returns)."""
+    simulation_runs.simulation_run(simulation_id=simulation_id)
 
 
 # Errors worth another try soon: the database blinked. Anything else may be a bug or bad data;

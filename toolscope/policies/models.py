@@ -301,3 +301,46 @@ class SearchHistory(models.Model):
 
     def __str__(self) -> str:
         return f"{self.project} search history"
+
+
+class SimulationStatus(models.TextChoices):
+    PENDING = "pending", "pending"
+    RUNNING = "running", "running"
+    DONE = "done", "done"
+    FAILED = "failed", "failed"
+    CANCELLED = "cancelled", "cancelled"
+
+
+class Simulation(models.Model):
+    """A policy document replayed on a selection of recorded sessions (services/simulations.py).
+
+    Keyed by (document hash, selection): asking again for the same pair reopens this row, done
+    or running, instead of replaying again.
+    """
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="simulations")
+    key = models.CharField(max_length=64, help_text="SHA-256 of the document and the selection.")
+    document = models.JSONField()
+    source = models.CharField(max_length=100, help_text='What was replayed: "draft", "v3", "uploaded".')
+    selection = models.JSONField(help_text="start, end, agent_name, model, limit.")
+    status = models.CharField(max_length=16, choices=SimulationStatus.choices, default=SimulationStatus.PENDING)
+    sessions_total = models.PositiveIntegerField(default=0)
+    sessions_done = models.PositiveIntegerField(default=0)
+    result = models.JSONField(null=True, blank=True)
+    error = models.TextField(blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["project", "key"], name="simulation_key_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.project} simulation of {self.source} ({self.status})"
+
+    @property
+    def progress(self) -> float:
+        return self.sessions_done / self.sessions_total if self.sessions_total else float(self.status == "done")

@@ -12,6 +12,7 @@ policy with what was really sent; the policy's side prices the current catalog d
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -27,12 +28,25 @@ from toolscope.tokenizer import counter
 def simulation_sessions(*, project: Project, start: datetime, end: datetime, agent_name: str | None = None,
                         model: str | None = None, limit: int | None = None) -> list[ReplaySession]:
     """The project's sessions started in [start, end), oldest first, as the engine replays them."""
+    rows = simulation_session_rows(project=project, start=start, end=end, agent_name=agent_name, model=model,
+                                   limit=limit)
+    return simulation_sessions_load(rows=[(session_id, key) for session_id, key, _ in rows])
+
+
+def simulation_session_rows(*, project: Project, start: datetime, end: datetime, agent_name: str | None = None,
+                            model: str | None = None, limit: int | None = None) -> list[tuple[int, str, datetime]]:
+    """(id, client id, start) of the selected sessions, oldest first: one query."""
     sessions = Session.objects.filter(project=project, started_at__gte=start, started_at__lt=end)
     if agent_name:
         sessions = sessions.filter(agent_name=agent_name)
     if model:
         sessions = sessions.filter(model=model)
-    rows = list(sessions.order_by("started_at", "id").values_list("id", "client_id")[:limit])
+    return list(sessions.order_by("started_at", "id").values_list("id", "client_id", "started_at")[:limit])
+
+
+def simulation_sessions_load(*, rows: list[tuple[int, str]]) -> list[ReplaySession]:
+    """The sessions of (id, client id) `rows`, in that order, with their turns and calls: three
+    queries, whatever their number."""
     ids = [session_id for session_id, _ in rows]
     turns = list(Turn.objects.filter(session_id__in=ids).order_by("session_id", "index")
                  .values_list("session_id", "index", "task_message", "advertised_set_id", "schema_tokens"))
@@ -49,15 +63,25 @@ def simulation_sessions(*, project: Project, start: datetime, end: datetime, age
         by_session[session_id].append(RecordedTurn(
             message=message, advertised=[name for name in names if isinstance(name, str)],
             calls=calls.get((session_id, index), []), advertised_tokens=tokens))
-    return [ReplaySession(client_id, by_session.get(session_id, [])) for session_id, client_id in rows]
+    return [ReplaySession(key, by_session.get(session_id, [])) for session_id, key in rows]
 
 
 def policy_simulate(*, project: Project, document: dict[str, Any], sessions: list[ReplaySession],
                     history: dict[str, list[str]] | None = None) -> Simulation:
     """`sessions` replayed under `document` over the project's catalog."""
+    return simulation_replayer(project=project, document=document, history=history)(sessions)
+
+
+def simulation_replayer(*, project: Project, document: dict[str, Any],
+                        history: dict[str, list[str]] | None = None) -> Callable[[list[ReplaySession]], Simulation]:
+    """A function replaying sessions under `document`, the catalog and its costs read once (two
+    queries), for a caller that replays in chunks."""
     catalog = tool_catalog(project=project)
     tokens = {(name, source): count for name, source, count in
               Tool.objects.filter(project=project).values_list("name", "source", "schema_tokens")}
     costs = {tool["name"]: tokens.get((tool["name"], tool["source"])) or 0 for tool in catalog}
     count = counter(project.encoding)
-    return simulate(catalog, document, sessions, schema_tokens=costs, menu_tokens=count, history=history)
+
+    def replay(sessions: list[ReplaySession]) -> Simulation:
+        return simulate(catalog, document, sessions, schema_tokens=costs, menu_tokens=count, history=history)
+    return replay

@@ -1,0 +1,207 @@
+"""Simulation runs: start one (or reopen the one already made for the same document and
+selection), run it in a worker with progress, cancel it.
+
+A run is claimed with a conditional UPDATE (pending -> running), so a second delivery of its
+task does nothing. It replays its sessions in chunks of CHUNK_SESSIONS: four queries per chunk
+(services/simulation.py), one UPDATE of the progress, and a look at the status, so a cancelled
+run stops at the next chunk. The result keeps totals, per-tool and per-day figures and the first
+MAX_MISSES misses, each with its session and turn.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import orjson
+from celery import current_app
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+from toolscope_agent.engine.simulation import Simulation as Replayed
+
+from toolscope.policies.models import Simulation, SimulationStatus
+from toolscope.policies.services.simulation import (
+    simulation_replayer,
+    simulation_session_rows,
+    simulation_sessions_load,
+)
+from toolscope.telemetry.models import Project
+
+logger = logging.getLogger(__name__)
+
+CHUNK_SESSIONS = 500
+MAX_MISSES = 500
+RUN_TASK = "workers.simulation_run"
+
+
+@dataclass(frozen=True)
+class SessionSelection:
+    start: datetime
+    end: datetime
+    agent_name: str | None = None
+    model: str | None = None
+    limit: int | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        return {"start": self.start.isoformat(), "end": self.end.isoformat(), "agent_name": self.agent_name,
+                "model": self.model, "limit": self.limit}
+
+
+def simulation_start(*, project: Project, document: dict[str, Any], source: str, selection: SessionSelection,
+                     user: Any = None) -> tuple[Simulation, bool]:
+    """The simulation of `document` on `selection`, and whether it was created now. An existing
+    one (any status but failed or cancelled) is reopened as it is; a new one is queued."""
+    key = _key(document, selection)
+    with transaction.atomic():
+        existing = Simulation.objects.select_for_update().filter(project=project, key=key).first()
+        if existing is not None and existing.status not in (SimulationStatus.FAILED, SimulationStatus.CANCELLED):
+            return existing, False
+        if existing is not None:
+            existing.delete()
+        simulation = Simulation.objects.create(project=project, key=key, document=document, source=source,
+                                               selection=selection.as_json(), created_by=user)
+        transaction.on_commit(lambda: current_app.tasks[RUN_TASK].delay(simulation.pk), robust=True)
+    return simulation, True
+
+
+def simulation_cancel(*, simulation: Simulation) -> bool:
+    """Stop a pending or running simulation at its next chunk; False when it had already ended."""
+    return bool(Simulation.objects.filter(
+        pk=simulation.pk, status__in=(SimulationStatus.PENDING, SimulationStatus.RUNNING),
+    ).update(status=SimulationStatus.CANCELLED, finished_at=timezone.now()))
+
+
+def simulation_run(*, simulation_id: int) -> Simulation | None:
+    """Run a pending simulation to its end; None when it is gone or another worker has it."""
+    claimed = Simulation.objects.filter(pk=simulation_id, status=SimulationStatus.PENDING).update(
+        status=SimulationStatus.RUNNING, started_at=timezone.now())
+    if not claimed:
+        return None
+    simulation = Simulation.objects.select_related("project").get(pk=simulation_id)
+    try:
+        summary = _replay(simulation)
+    except Exception as exc:
+        Simulation.objects.filter(pk=simulation_id).update(
+            status=SimulationStatus.FAILED, error=f"{type(exc).__name__}", finished_at=timezone.now())
+        logger.exception("simulation %s failed", simulation_id)
+        raise
+    if summary is not None:
+        Simulation.objects.filter(pk=simulation_id, status=SimulationStatus.RUNNING).update(
+            status=SimulationStatus.DONE, result=summary, finished_at=timezone.now())
+    simulation.refresh_from_db()
+    return simulation
+
+
+def _replay(simulation: Simulation) -> dict[str, Any] | None:
+    """The summary of the whole selection, or None when the run was cancelled midway."""
+    selection = simulation.selection
+    rows = simulation_session_rows(
+        project=simulation.project, start=datetime.fromisoformat(selection["start"]),
+        end=datetime.fromisoformat(selection["end"]), agent_name=selection.get("agent_name"),
+        model=selection.get("model"), limit=selection.get("limit"))
+    Simulation.objects.filter(pk=simulation.pk).update(sessions_total=len(rows))
+    replay = simulation_replayer(project=simulation.project, document=simulation.document)
+    summary = _Summary()
+    started = time.monotonic()
+    for chunk in _chunks(rows):
+        if Simulation.objects.filter(pk=simulation.pk, status=SimulationStatus.CANCELLED).exists():
+            return None
+        days = {key: at.date().isoformat() for _, key, at in chunk}
+        summary.add(replay(simulation_sessions_load(rows=[(pk, key) for pk, key, _ in chunk])), days)
+        Simulation.objects.filter(pk=simulation.pk).update(sessions_done=F("sessions_done") + len(chunk))
+    return summary.as_json(sessions=len(rows), seconds=time.monotonic() - started)
+
+
+def _chunks(rows: list[tuple[int, str, datetime]]) -> Iterator[list[tuple[int, str, datetime]]]:
+    for start in range(0, len(rows), CHUNK_SESSIONS):
+        yield rows[start:start + CHUNK_SESSIONS]
+
+
+def _key(document: dict[str, Any], selection: SessionSelection) -> str:
+    canonical = orjson.dumps({"document": document, "selection": selection.as_json()}, option=orjson.OPT_SORT_KEYS)
+    return hashlib.sha256(canonical).hexdigest()
+
+
+@dataclass
+class _Summary:
+    turns: int = 0
+    calls: int = 0
+    advertised: int = 0
+    sent: int = 0
+    hard: int = 0
+    recoverable: int = 0
+    tools: dict[str, dict[str, int]] = field(default_factory=dict)
+    days: dict[str, dict[str, int]] = field(default_factory=dict)
+    misses: list[dict[str, Any]] = field(default_factory=list)
+
+    def add(self, replayed: Replayed, days: dict[str, str]) -> None:
+        self.turns += len(replayed.turns)
+        self.calls += replayed.calls
+        self.advertised += replayed.advertised_tokens
+        self.sent += replayed.sent_tokens
+        self.hard += replayed.hard_misses
+        self.recoverable += replayed.recoverable_misses
+        for name, figures in replayed.tools.items():
+            tool = self.tools.setdefault(name, {"calls": 0, "hard": 0, "recoverable": 0})
+            tool["calls"] += figures.calls
+            tool["hard"] += figures.hard
+            tool["recoverable"] += figures.recoverable
+        for row in replayed.turns:
+            day = self.days.setdefault(days[row.session], {"advertised_tokens": 0, "sent_tokens": 0, "calls": 0,
+                                                           "misses": 0})
+            day["advertised_tokens"] += row.advertised_tokens
+            day["sent_tokens"] += row.sent_tokens
+            day["calls"] += row.calls
+            day["misses"] += row.misses
+        room = MAX_MISSES - len(self.misses)
+        self.misses.extend({"session": miss.session, "turn": miss.turn, "tool": miss.tool, "kind": miss.kind,
+                            "path": miss.path} for miss in replayed.misses[:max(room, 0)])
+
+    def as_json(self, *, sessions: int, seconds: float) -> dict[str, Any]:
+        misses = self.hard + self.recoverable
+        return {
+            "sessions": sessions, "turns": self.turns, "calls": self.calls, "seconds": round(seconds, 3),
+            "advertised_tokens": self.advertised, "sent_tokens": self.sent,
+            "saved_tokens": self.advertised - self.sent,
+            "saved_share": (self.advertised - self.sent) / self.advertised if self.advertised else 0.0,
+            "misses": misses, "hard_misses": self.hard, "recoverable_misses": self.recoverable,
+            "miss_rate": misses / self.calls if self.calls else 0.0, "recovery_round_trips": self.recoverable,
+            "tools": dict(sorted(self.tools.items())), "days": dict(sorted(self.days.items())),
+            "miss_list": self.misses, "miss_list_truncated": misses > len(self.misses),
+        }
+
+
+class DocumentNotFound(LookupError):
+    pass
+
+
+def simulation_document(*, project: Project, label: str | None = None, version: int | None = None,
+                        draft: bool = False, document: dict[str, Any] | None = None) -> tuple[dict[str, Any], str]:
+    """The document to replay and what it is ("draft", "v3", "label production", "uploaded"):
+    the one given, the draft, a version by number, or the version under a label."""
+    from toolscope.policies.models import Policy, PolicyVersion
+    from toolscope.policies.selectors import policy_label_version
+    from toolscope.policies.services.documents import policy_document_build
+
+    if document is not None:
+        return document, "uploaded"
+    if draft:
+        policy = Policy.objects.filter(project=project).first()
+        if policy is None:
+            raise DocumentNotFound("This project has no draft policy.")
+        return policy_document_build(policy=policy), "draft"
+    if version is not None:
+        found = PolicyVersion.objects.filter(project=project, number=version).first()
+        if found is None:
+            raise DocumentNotFound(f"This project has no policy version {version}.")
+        return found.document, f"v{version}"
+    found = policy_label_version(project_id=project.pk, name=label or "production")
+    if found is None:
+        raise DocumentNotFound(f"No policy version carries the label {label or 'production'!r} in this project.")
+    return found.document, f"v{found.number} ({label or 'production'})"

@@ -56,9 +56,9 @@ WHERE t.project_id = %(project)s
 WASTE_SQL = [
     # Ids are consecutive: the previous row is an earlier call whose output this one repeats.
     "UPDATE telemetry_toolcall SET duplicate_of_id = id - 1, duplicate_tokens = 120 WHERE id %% 20 = 7",
-    """INSERT INTO telemetry_artifact (id, project_id, original, compacted, tokens_before, tokens_after, strategy,
-           created_at)
-       SELECT md5(id::text)::uuid, project_id, '', '', 5000, 800, 'head_tail', now()
+    """INSERT INTO telemetry_artifact (id, project_id, content_id, original, compacted, tokens_before, tokens_after,
+           strategy, created_at)
+       SELECT md5(id::text)::uuid, project_id, left(md5(id::text), 24), '', '', 5000, 800, 'head_tail', now()
        FROM telemetry_toolcall WHERE id %% 50 = 3""",
     "UPDATE telemetry_toolcall SET artifact_id = md5(id::text)::uuid WHERE id %% 50 = 3",
 ]
@@ -104,8 +104,8 @@ def seed(database_url: str, args: argparse.Namespace, *, sessions_sql: str = SES
     """The project, catalog, sessions, turns and calls; `extra_sql` runs last (same parameters)."""
     started = time.perf_counter()
     with psycopg.connect(database_url) as conn, conn.cursor() as cursor:
-        cursor.execute("INSERT INTO telemetry_project (slug, name, encoding, context_window, created_at)"
-                       " VALUES ('bench', 'bench', 'o200k_base', 200000, now()) RETURNING id")
+        cursor.execute("INSERT INTO telemetry_project (slug, name, encoding, context_window, tool_error_patterns,"
+                       " created_at) VALUES ('bench', 'bench', 'o200k_base', 200000, '[]', now()) RETURNING id")
         (project,) = cursor.fetchone()
         params = {"project": project, "sessions": args.sessions, "days": args.days, "turns": args.turns,
                   "calls_per_turn": args.calls_per_turn, "sets": seed_catalog(cursor, project)}

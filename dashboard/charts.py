@@ -245,3 +245,13 @@ def session_timeline(calls: Sequence[dict[str, Any]]) -> go.Figure:
                    showlegend=False, margin={"t": 40}, xaxis=xaxis,
                    yaxis={"autorange": "reversed", "tickvals": list(range(len(calls))), "ticktext": labels,
                           "rangemode": "normal"})
+
+
+def simulation_days(days: dict[str, dict[str, int]]) -> go.Figure:
+    """Schema tokens advertised against what the simulated policy would have sent, per day."""
+    x = list(days)
+    advertised = go.Bar(x=x, y=[day["advertised_tokens"] for day in days.values()], name="Advertised (recorded)",
+                        marker={"color": COLORS["schema_tokens"]})
+    sent = go.Bar(x=x, y=[day["sent_tokens"] for day in days.values()], name="Sent under the policy",
+                  marker={"color": COLORS["calls"]})
+    return _figure([advertised, sent], title="Schema tokens per day", barmode="group", yaxis={"title": "tokens"})

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from dashboard.views import home, keys, overview, policy, sessions, tools
+from dashboard.views import home, keys, overview, policy, sessions, simulations, tools
 
 app_name = "dashboard"
 
@@ -41,4 +41,13 @@ urlpatterns = [
     path("p/<slug:slug>/policy/publish/", policy.policy_publish_page, name="policy_publish"),
     path("p/<slug:slug>/policy/versions/", policy.policy_versions, name="policy_versions"),
     path("p/<slug:slug>/policy/versions/<int:number>/label/", policy.policy_label_move, name="policy_label_move"),
+    path("p/<slug:slug>/policy/simulations/", simulations.policy_simulations, name="policy_simulations"),
+    path("p/<slug:slug>/policy/simulations/<int:simulation_id>/", simulations.policy_simulation,
+         name="policy_simulation"),
+    path("p/<slug:slug>/policy/simulations/<int:simulation_id>/status.json", simulations.policy_simulation_status,
+         name="policy_simulation_status"),
+    path("p/<slug:slug>/policy/simulations/<int:simulation_id>/cancel/", simulations.policy_simulation_cancel,
+         name="policy_simulation_cancel"),
+    path("p/<slug:slug>/policy/simulations/<int:simulation_id>/tools.csv", simulations.policy_simulation_csv,
+         name="policy_simulation_csv"),
 ]

@@ -1,0 +1,32 @@
+// A running simulation's progress bar: polls its status once a second, shows sessions done and
+// the time left at the pace so far, and reloads the page (with the result) once it has ended.
+(function () {
+  "use strict";
+  const card = document.querySelector("[data-simulation-status]");
+  if (!card) return;
+  const bar = card.querySelector("[data-progress]");
+  const text = card.querySelector("[data-progress-text]");
+  const number = new Intl.NumberFormat();
+  async function poll() {
+    let status;
+    try {
+      const response = await fetch(card.dataset.simulationStatus, {headers: {Accept: "application/json"}});
+      if (!response.ok) throw new Error(String(response.status));
+      status = await response.json();
+    } catch (error) {
+      text.textContent = "Could not read the progress (" + error.message + "); retrying…";
+      window.setTimeout(poll, 3000);
+      return;
+    }
+    if (status.status !== "pending" && status.status !== "running") {
+      window.location.reload();
+      return;
+    }
+    bar.value = status.progress;
+    let line = number.format(status.sessions_done) + " of " + number.format(status.sessions_total) + " sessions";
+    if (status.eta_seconds !== null) line += ", about " + Math.ceil(status.eta_seconds) + " s left";
+    text.textContent = line;
+    window.setTimeout(poll, 1000);
+  }
+  window.setTimeout(poll, 500);
+})();

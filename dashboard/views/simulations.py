@@ -1,0 +1,132 @@
+"""Simulation pages: replay the draft or a published version on recorded sessions, watch it run
+(a progress bar polling the status JSON), and read what it would have saved and broken.
+
+Members read simulations; editors start and cancel them. The work runs in a worker
+(toolscope/policies/services/simulation_runs.py); these views parse, call, render.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from django import forms
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import redirect
+from django.urls import reverse
+from django.utils import timezone
+from django.views.decorators.http import require_http_methods, require_POST, require_safe
+
+from dashboard import charts
+from dashboard.permissions import ProjectAccess, project_view
+from dashboard.views.common import csv_name, csv_response, range_from, render_page
+from toolscope.policies.models import Simulation
+from toolscope.policies.services.simulation_runs import (
+    DocumentNotFound,
+    SessionSelection,
+    simulation_cancel,
+    simulation_document,
+    simulation_start,
+)
+from toolscope.telemetry.models import Role
+
+RECENT = 20
+TOOL_COLUMNS = ("tool", "calls", "hard", "recoverable")
+
+
+class SimulationForm(forms.Form):
+    policy = forms.ChoiceField(choices=[("draft", "The draft"), ("production", "The production version")])
+    days = forms.TypedChoiceField(choices=[(7, "7 days"), (14, "14 days"), (30, "30 days")], coerce=int,
+                                  initial=14, label="Recorded sessions of the last")
+    limit = forms.IntegerField(min_value=1, max_value=100_000, initial=5000, label="At most (sessions)")
+
+
+def _page(request: HttpRequest, access: ProjectAccess, template: str, **context: Any) -> HttpResponse:
+    time_range, range_form = range_from(request)
+    return render_page(request, access, template, active="policy", time_range=time_range, range_form=range_form,
+                       **context)
+
+
+def _get(access: ProjectAccess, simulation_id: int) -> Simulation:
+    simulation = Simulation.objects.filter(project=access.project, pk=simulation_id).first()
+    if simulation is None:
+        raise Http404("No such simulation in this project.")
+    return simulation
+
+
+@project_view()
+@require_http_methods(["GET", "POST"])
+def policy_simulations(request: HttpRequest, access: ProjectAccess) -> HttpResponse:
+    form = SimulationForm(request.POST or None)
+    error = ""
+    if request.method == "POST":
+        if not access.can_edit:
+            return HttpResponse("Editors start simulations.", status=403)
+        if form.is_valid():
+            choice = form.cleaned_data["policy"]
+            try:
+                document, source = simulation_document(project=access.project, draft=choice == "draft",
+                                                       label=None if choice == "draft" else choice)
+            except DocumentNotFound as exc:
+                error = str(exc)
+            else:
+                end = timezone.now().replace(second=0, microsecond=0)
+                selection = SessionSelection(start=end - timedelta(days=form.cleaned_data["days"]), end=end,
+                                             limit=form.cleaned_data["limit"])
+                simulation, _ = simulation_start(project=access.project, document=document, source=source,
+                                                 selection=selection, user=request.user)
+                return redirect(reverse("dashboard:policy_simulation", args=[access.project.slug, simulation.pk]))
+    recent = Simulation.objects.filter(project=access.project).order_by("-created_at").defer("document", "result")
+    return _page(request, access, "dashboard/policy_simulations.html", form=form, error=error,
+                 simulations=list(recent[:RECENT]))
+
+
+@project_view()
+@require_safe
+def policy_simulation(request: HttpRequest, access: ProjectAccess, simulation_id: int) -> HttpResponse:
+    simulation = _get(access, simulation_id)
+    result = simulation.result or {}
+    rows = ({"name": name, "misses": row["hard"] + row["recoverable"], **row}
+            for name, row in (result.get("tools") or {}).items())
+    tools = sorted(rows, key=lambda row: (-row["misses"], row["name"]))
+    missed = [row for row in tools if row["misses"]][:20]
+    figures = {}
+    if result.get("days"):
+        figures["days"] = charts.chart_json(charts.simulation_days(result["days"]))
+    if missed:
+        figures["misses"] = charts.chart_json(charts.tool_ranking(missed, key="misses", title="Misses per tool",
+                                                                   color=charts.COLORS["errors"]))
+    return _page(request, access, "dashboard/policy_simulation.html", simulation=simulation, result=result,
+                 tools=tools, charts=figures)
+
+
+@project_view()
+@require_safe
+def policy_simulation_status(request: HttpRequest, access: ProjectAccess, simulation_id: int) -> JsonResponse:
+    simulation = _get(access, simulation_id)
+    return JsonResponse({"status": simulation.status, "progress": simulation.progress,
+                         "sessions_done": simulation.sessions_done, "sessions_total": simulation.sessions_total,
+                         "eta_seconds": _eta(simulation)})
+
+
+def _eta(simulation: Simulation) -> float | None:
+    """Seconds left at the pace so far; None before the first chunk or after the end."""
+    if simulation.status != "running" or not simulation.started_at or not 0 < simulation.progress < 1:
+        return None
+    elapsed = (timezone.now() - simulation.started_at).total_seconds()
+    return round(elapsed / simulation.progress * (1 - simulation.progress), 1)
+
+
+@project_view(min_role=Role.EDITOR)
+@require_POST
+def policy_simulation_cancel(request: HttpRequest, access: ProjectAccess, simulation_id: int) -> HttpResponse:
+    simulation_cancel(simulation=_get(access, simulation_id))
+    return redirect(reverse("dashboard:policy_simulation", args=[access.project.slug, simulation_id]))
+
+
+@project_view()
+@require_safe
+def policy_simulation_csv(request: HttpRequest, access: ProjectAccess, simulation_id: int) -> HttpResponse:
+    result = _get(access, simulation_id).result or {}
+    rows = ([name, row["calls"], row["hard"], row["recoverable"]] for name, row in (result.get("tools") or {}).items())
+    return csv_response(csv_name(access, f"simulation-{simulation_id}-tools"), TOOL_COLUMNS, rows)

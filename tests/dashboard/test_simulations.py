@@ -1,0 +1,95 @@
+"""The simulation pages: start a replay of the draft, follow its progress, read its figures, the
+misses linked to their session and turn, the per-tool CSV; roles and tenancy as everywhere."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.urls import reverse
+from django.utils import timezone
+
+from tests.admin.builders import make_policy, make_tool
+from tests.factories import make_session, make_tool_call, make_turn
+from toolscope.policies.models import Simulation
+from toolscope.policies.services.simulation_runs import simulation_run
+
+COSTS = {"read_file": 100, "edit_file": 200, "run_tests": 300}
+
+
+@pytest.fixture
+def recorded(project):
+    tools = {name: make_tool(project, name, schema_tokens=tokens) for name, tokens in COSTS.items()}
+    policy = make_policy(project, always_on=[tools["read_file"]])
+    policy.mode = "context_rules"
+    policy.save()
+    for n in range(2):
+        session = make_session(project, client_id=f"sess-{n}", started_at=timezone.now() - timedelta(hours=2 - n))
+        turn = make_turn(session, 0, advertised=list(COSTS), task_message="fix it", schema_tokens=600)
+        make_tool_call(turn, "read_file")
+        make_tool_call(turn, "edit_file")
+    return policy
+
+
+def url(project, name: str, *args) -> str:
+    return reverse(f"dashboard:{name}", args=[project.slug, *args])
+
+
+def simulate_draft(client, project, capture) -> Simulation:
+    with capture(execute=False):
+        response = client.post(url(project, "policy_simulations"), {"policy": "draft", "days": 7, "limit": 100})
+    simulation = Simulation.objects.get(project=project)
+    assert response.status_code == 302 and response["Location"] == url(project, "policy_simulation", simulation.pk)
+    return simulation
+
+
+def test_an_editor_simulates_the_draft_and_reads_its_figures(editor_client, project, recorded,
+                                                             django_capture_on_commit_callbacks):
+    simulation = simulate_draft(editor_client, project, django_capture_on_commit_callbacks)
+    running = editor_client.get(url(project, "policy_simulation", simulation.pk))
+    assert b"data-progress" in running.content and b"Cancel" in running.content
+    assert editor_client.get(url(project, "policy_simulation_status", simulation.pk)).json() == {
+        "status": "pending", "progress": 0.0, "sessions_done": 0, "sessions_total": 0, "eta_seconds": None}
+    simulation_run(simulation_id=simulation.pk)
+    page = editor_client.get(url(project, "policy_simulation", simulation.pk))
+    content = page.content.decode()
+    # Two sessions of one turn: 1,200 advertised, 200 sent (read_file); edit_file missed twice.
+    assert page.context["result"]["saved_tokens"] == 1000 and page.context["result"]["hard_misses"] == 2
+    assert "83.3%" in content and "50.0%" in content
+    assert f'{url(project, "session", "sess-0")}#turn-0' in content
+    assert set(page.context["charts"]) == {"days", "misses"}
+    csv = b"".join(editor_client.get(url(project, "policy_simulation_csv", simulation.pk)).streaming_content)
+    assert csv.decode().splitlines() == ["tool,calls,hard,recoverable", "edit_file,2,2,0", "read_file,2,0,0"]
+
+
+def test_simulating_again_reopens_the_same_simulation(editor_client, project, recorded,
+                                                      django_capture_on_commit_callbacks):
+    first = simulate_draft(editor_client, project, django_capture_on_commit_callbacks)
+    with django_capture_on_commit_callbacks(execute=False) as queued:
+        again = editor_client.post(url(project, "policy_simulations"), {"policy": "draft", "days": 7, "limit": 100})
+    assert again["Location"] == url(project, "policy_simulation", first.pk) and queued == []
+
+
+def test_viewers_read_but_do_not_start_or_cancel(viewer_client, editor_client, project, recorded,
+                                                  django_capture_on_commit_callbacks):
+    page = viewer_client.get(url(project, "policy_simulations"))
+    assert page.status_code == 200 and b"data-simulate" not in page.content
+    assert viewer_client.post(url(project, "policy_simulations"), {"policy": "draft", "days": 7,
+                                                                    "limit": 10}).status_code == 403
+    simulation = simulate_draft(editor_client, project, django_capture_on_commit_callbacks)
+    assert viewer_client.post(url(project, "policy_simulation_cancel", simulation.pk)).status_code == 403
+    assert editor_client.post(url(project, "policy_simulation_cancel", simulation.pk)).status_code == 302
+    assert Simulation.objects.get(pk=simulation.pk).status == "cancelled"
+
+
+def test_production_without_a_published_version_says_so(editor_client, project, recorded):
+    page = editor_client.post(url(project, "policy_simulations"), {"policy": "production", "days": 7, "limit": 10})
+    assert page.status_code == 200 and b"No policy version carries the label" in page.content
+
+
+def test_an_outsider_gets_404_everywhere(outsider_client, editor_client, project, recorded,
+                                         django_capture_on_commit_callbacks):
+    simulation = simulate_draft(editor_client, project, django_capture_on_commit_callbacks)
+    for name in ("policy_simulation", "policy_simulation_status", "policy_simulation_csv"):
+        assert outsider_client.get(url(project, name, simulation.pk)).status_code == 404
+    assert outsider_client.get(url(project, "policy_simulations")).status_code == 404

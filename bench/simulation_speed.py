@@ -58,7 +58,7 @@ selection = {"start": (timezone.now() - timedelta(days=400)).isoformat(), "end":
              "agent_name": None, "model": None, "limit": None}
 for name, section in json.loads(POLICIES).items():
     simulation = Simulation.objects.create(project=project, key=name, document={"selection": section},
-                                           source=name, selection=selection)
+                                           document_hash=name, source=name, selection=selection)
     started = time.perf_counter()
     done = simulation_run(simulation_id=simulation.pk)
     seconds = time.perf_counter() - started

@@ -11,10 +11,11 @@ from toolscope_agent.engine.render import selection_cost
 from toolscope_agent.engine.selection import SessionState, select_tools
 from toolscope_agent.engine.tokens import tool_tokens
 
-from toolscope.policies.models import Policy, PolicyAuditEntry, PolicyLabel, PolicyVersion, Tool
+from toolscope.policies.models import Policy, PolicyAuditEntry, PolicyLabel, PolicyVersion, Simulation, Tool
 from toolscope.policies.selectors import policy_label_version, tool_catalog
 from toolscope.policies.services.diff import document_diff
 from toolscope.policies.services.documents import policy_document_build
+from toolscope.policies.services.simulation_runs import simulation_latest
 from toolscope.telemetry.models import Project
 from toolscope.tokenizer import counter
 
@@ -103,13 +104,27 @@ def policy_audit_recent(*, project_id: int, limit: int = AUDIT_SHOWN) -> list[Po
                 .defer("detail").order_by("-created_at", "-id")[:limit])
 
 
-def draft_changes(*, project: Project, policy: Policy, label: str) -> tuple[int | None, list[str] | None]:
-    """The version `label` serves now and what publishing the draft under it would change (None:
-    the label serves nothing yet): the draft document's queries plus one."""
+@dataclass(frozen=True)
+class PublishPreview:
+    """What publishing the draft under a label would change, and the latest simulations of the
+    draft and of the version the label serves (None when not simulated yet)."""
+
+    current: int | None
+    changes: list[str] | None
+    draft_simulation: Simulation | None
+    current_simulation: Simulation | None
+
+
+def publish_preview(*, project: Project, policy: Policy, label: str) -> PublishPreview:
+    """The draft document's queries, plus one for the label and one per simulation looked up."""
+    draft = policy_document_build(policy=policy)
     current = policy_label_version(project_id=project.pk, name=label)
-    if current is None:
-        return None, None
-    return current.number, document_diff(old=current.document, new=policy_document_build(policy=policy))
+    return PublishPreview(
+        current=current.number if current else None,
+        changes=document_diff(old=current.document, new=draft) if current else None,
+        draft_simulation=simulation_latest(project=project, document=draft),
+        current_simulation=simulation_latest(project=project, document=current.document) if current else None,
+    )
 
 
 @dataclass(frozen=True)

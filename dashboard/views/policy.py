@@ -117,9 +117,11 @@ def policy_publish_page(request: HttpRequest, access: ProjectAccess) -> HttpResp
             messages.success(request, f"Published v{version.number}; {label} now serves it.")
             return redirect(f"{_url(access, 'policy_versions')}?b={version.number}")
     label = form["label"].value()
-    current, changes = selectors.draft_changes(project=access.project, policy=policy, label=label)
+    preview = selectors.publish_preview(project=access.project, policy=policy, label=label)
     return _page(request, access, "dashboard/policy_publish.html", form=form, problems=problems, label=label,
-                 current=current, changes=changes, status=400 if form.is_bound else 200)
+                 current=preview.current, changes=preview.changes, preview=preview,
+                 current_title=f"v{preview.current} ({label})",
+                 status=400 if form.is_bound else 200)
 
 
 @project_view()

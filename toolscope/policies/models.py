@@ -321,6 +321,7 @@ class Simulation(models.Model):
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="simulations")
     key = models.CharField(max_length=64, help_text="SHA-256 of the document and the selection.")
     document = models.JSONField()
+    document_hash = models.CharField(max_length=64, db_index=True, help_text="SHA-256 of the document alone.")
     source = models.CharField(max_length=100, help_text='What was replayed: "draft", "v3", "uploaded".')
     selection = models.JSONField(help_text="start, end, agent_name, model, limit.")
     status = models.CharField(max_length=16, choices=SimulationStatus.choices, default=SimulationStatus.PENDING)

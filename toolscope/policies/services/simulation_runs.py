@@ -57,7 +57,7 @@ def simulation_start(*, project: Project, document: dict[str, Any], source: str,
                      user: Any = None) -> tuple[Simulation, bool]:
     """The simulation of `document` on `selection`, and whether it was created now. An existing
     one (any status but failed or cancelled) is reopened as it is; a new one is queued."""
-    key = _key(document, selection)
+    key, document_hash = _key(document, selection), simulation_document_hash(document)
     with transaction.atomic():
         existing = Simulation.objects.select_for_update().filter(project=project, key=key).first()
         if existing is not None and existing.status not in (SimulationStatus.FAILED, SimulationStatus.CANCELLED):
@@ -65,7 +65,8 @@ def simulation_start(*, project: Project, document: dict[str, Any], source: str,
         if existing is not None:
             existing.delete()
         simulation = Simulation.objects.create(project=project, key=key, document=document, source=source,
-                                               selection=selection.as_json(), created_by=user)
+                                               document_hash=document_hash, selection=selection.as_json(),
+                                               created_by=user)
         transaction.on_commit(lambda: current_app.tasks[RUN_TASK].delay(simulation.pk), robust=True)
     return simulation, True
 
@@ -121,6 +122,20 @@ def _replay(simulation: Simulation) -> dict[str, Any] | None:
 def _chunks(rows: list[tuple[int, str, datetime]]) -> Iterator[list[tuple[int, str, datetime]]]:
     for start in range(0, len(rows), CHUNK_SESSIONS):
         yield rows[start:start + CHUNK_SESSIONS]
+
+
+def simulation_document_hash(document: dict[str, Any]) -> str:
+    """SHA-256 of the document's canonical JSON, without what publishing adds (version, etag,
+    label, published_at): a draft and the version published from it hash alike."""
+    content = {key: value for key, value in document.items()
+               if key not in ("version", "etag", "label", "published_at", "search_history")}
+    return hashlib.sha256(orjson.dumps(content, option=orjson.OPT_SORT_KEYS)).hexdigest()
+
+
+def simulation_latest(*, project: Project, document: dict[str, Any]) -> Simulation | None:
+    """The most recent finished simulation of this document, on any selection."""
+    return (Simulation.objects.filter(project=project, document_hash=simulation_document_hash(document),
+                                      status=SimulationStatus.DONE).order_by("-finished_at").first())
 
 
 def _key(document: dict[str, Any], selection: SessionSelection) -> str:

@@ -20,6 +20,7 @@ from typing import Any
 
 import orjson
 from celery import current_app
+from django.conf import settings
 from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
@@ -67,8 +68,17 @@ def simulation_start(*, project: Project, document: dict[str, Any], source: str,
         simulation = Simulation.objects.create(project=project, key=key, document=document, source=source,
                                                document_hash=document_hash, selection=selection.as_json(),
                                                created_by=user)
-        transaction.on_commit(lambda: current_app.tasks[RUN_TASK].delay(simulation.pk), robust=True)
+        transaction.on_commit(lambda: _enqueue(simulation.pk), robust=True)
     return simulation, True
+
+
+def _enqueue(simulation_id: int) -> None:
+    # Looked up by name, so this service imports no task module (workers -> services, one way); a
+    # web process has not imported the app's task modules until something asks for them.
+    if RUN_TASK not in current_app.tasks:
+        current_app.loader.import_default_modules()
+    # The queue the workers consume; a replay of 200,000 turns holds one worker for about 10 s.
+    current_app.tasks[RUN_TASK].apply_async((simulation_id,), queue=settings.INGEST_QUEUE)
 
 
 def simulation_cancel(*, simulation: Simulation) -> bool:

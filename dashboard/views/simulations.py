@@ -31,7 +31,7 @@ from toolscope.policies.services.simulation_runs import (
 from toolscope.telemetry.models import Role
 
 RECENT = 20
-TOOL_COLUMNS = ("tool", "calls", "hard", "recoverable")
+TOOL_COLUMNS = ("tool", "calls", "hard", "recoverable", "output_tokens_saved")
 
 
 class SimulationForm(forms.Form):
@@ -128,5 +128,6 @@ def policy_simulation_cancel(request: HttpRequest, access: ProjectAccess, simula
 @require_safe
 def policy_simulation_csv(request: HttpRequest, access: ProjectAccess, simulation_id: int) -> HttpResponse:
     result = _get(access, simulation_id).result or {}
-    rows = ([name, row["calls"], row["hard"], row["recoverable"]] for name, row in (result.get("tools") or {}).items())
+    rows = ([name, row["calls"], row["hard"], row["recoverable"], row.get("output_tokens_saved", 0)]
+            for name, row in (result.get("tools") or {}).items())
     return csv_response(csv_name(access, f"simulation-{simulation_id}-tools"), TOOL_COLUMNS, rows)

@@ -58,7 +58,8 @@ def test_a_simulation_of_the_draft_runs_and_reads_back_hand_computed_figures(
     # Three sessions of one turn: 600 advertised, read_file (100) sent; edit_file a hard miss.
     assert (result["advertised_tokens"], result["sent_tokens"], result["saved_tokens"]) == (1800, 300, 1500)
     assert (result["calls"], result["misses"], result["hard_misses"], result["miss_rate"]) == (6, 3, 3, 0.5)
-    assert result["tools"]["edit_file"] == {"calls": 3, "hard": 3, "recoverable": 0}
+    assert result["tools"]["edit_file"] == {"calls": 3, "hard": 3, "recoverable": 0, "output_tokens_saved": 0}
+    assert (result["duplicate_tokens_saved"], result["compaction_tokens_saved"]) == (0, 0)
     assert [miss["tool"] for miss in result["miss_list"]] == ["edit_file"] * 3
     assert sum(day["sent_tokens"] for day in result["days"].values()) == 300
 

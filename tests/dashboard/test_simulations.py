@@ -59,7 +59,8 @@ def test_an_editor_simulates_the_draft_and_reads_its_figures(editor_client, proj
     assert f'{url(project, "session", "sess-0")}#turn-0' in content
     assert set(page.context["charts"]) == {"days", "misses"}
     csv = b"".join(editor_client.get(url(project, "policy_simulation_csv", simulation.pk)).streaming_content)
-    assert csv.decode().splitlines() == ["tool,calls,hard,recoverable", "edit_file,2,2,0", "read_file,2,0,0"]
+    assert csv.decode().splitlines() == ["tool,calls,hard,recoverable,output_tokens_saved", "edit_file,2,2,0,0",
+                                         "read_file,2,0,0,0"]
 
 
 def test_simulating_again_reopens_the_same_simulation(editor_client, project, recorded,

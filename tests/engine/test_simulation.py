@@ -124,3 +124,22 @@ def test_replay_is_deterministic_and_sessions_do_not_share_state():
     # Per session: run_tests on turn 0, edit_file on turn 1 (read_file is always on).
     assert [(m.session, m.tool) for m in first.misses] == [("s1", "run_tests"), ("s1", "edit_file"),
                                                           ("s6", "run_tests"), ("s6", "edit_file")]
+
+
+def test_output_rules_price_duplicates_and_compaction():
+    session = ReplaySession("s7", [RecordedTurn(message="", advertised=EVERYTHING, calls=[
+        RecordedCall("run_tests", output_tokens=5000),                       # rule run_* (1500) < cap: 3500
+        RecordedCall("read_file", output_tokens=900),                        # under its limit
+        RecordedCall("read_file", output_tokens=900, duplicate_tokens=900, placeholder_tokens=20),  # 880 saved
+        RecordedCall("git_diff", output_tokens=3000),                        # max_result_tokens 1000: 2000
+    ])])
+    document = {**policy("all"), "outputs": {"duplicates": {"suppress": True}, "compaction": [
+        {"tools": "run_*", "max_tokens": 1500, "strategy": "head_tail"},
+        {"tools": "read_file", "max_tokens": 2000, "strategy": "head"}]},
+        "tools": {"git_diff": {"max_result_tokens": 1000}, "run_tests": {"max_result_tokens": 4000}}}
+    result = simulate(CATALOG, document, [session], schema_tokens=COSTS)
+    assert (result.duplicate_tokens_saved, result.compaction_tokens_saved) == (880, 3500 + 2000)
+    assert result.tools["read_file"].output_tokens_saved == 880
+    kept = {**document, "outputs": {"duplicates": {"suppress": False}, "compaction": []}, "tools": {}}
+    plain = simulate(CATALOG, kept, [session], schema_tokens=COSTS)
+    assert (plain.duplicate_tokens_saved, plain.compaction_tokens_saved) == (0, 0)

@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from tests.admin.builders import make_tool
 from tests.factories import make_session, make_tool_call, make_turn
-from toolscope.policies.services.simulation import policy_simulate, simulation_sessions
+from toolscope.policies.services.simulation import PLACEHOLDER_TOKENS, policy_simulate, simulation_sessions
 
 NOW = timezone.now()
 COSTS = {"read_file": 100, "edit_file": 200, "run_tests": 300, "tool_search": 50}
@@ -64,3 +64,17 @@ def test_the_figures_equal_hand_computed_ones(project, recorded, django_assert_n
     assert (result.advertised_tokens, result.sent_tokens, result.saved_tokens) == (3900, 2400, 1500)
     assert result.calls == 9 and result.hard_misses == 3 and result.recoverable_misses == 0
     assert {miss.tool for miss in result.misses} == {"edit_file"}
+
+
+def test_stored_outputs_are_priced_by_the_output_rules(project, recorded):
+    turn = make_turn(make_session(project, started_at=NOW - timedelta(minutes=5)), 0, advertised=list(COSTS),
+                     task_message="look", schema_tokens=650)
+    make_tool_call(turn, "read_file", output_tokens=3000)
+    make_tool_call(turn, "read_file", output_tokens=3000, duplicate_tokens=3000)  # unsuppressed: no placeholder
+    sessions = simulation_sessions(project=project, **window())
+    document = {"selection": {"mode": "all"}, "outputs": {"duplicates": {"suppress": True},
+                                                          "compaction": [{"tools": "read_*", "max_tokens": 1000,
+                                                                          "strategy": "head"}]}}
+    result = policy_simulate(project=project, document=document, sessions=sessions)
+    # The repeat saves its 3,000 tokens less an estimated placeholder; the first output 2,000.
+    assert (result.duplicate_tokens_saved, result.compaction_tokens_saved) == (3000 - PLACEHOLDER_TOKENS, 2000)

@@ -14,6 +14,11 @@ by turn with the state the agent would keep (engine/selection.SessionState):
   turn's task message, ranks the tool in its top_k. Any other miss is *hard*: the tool is not
   allowed, or nothing would have led the model to it. A recoverable miss costs one extra model
   round trip (`recovery_round_trips`);
+- the policy's `outputs` rules price each call's output: a repeat of an earlier output of the
+  session, with duplicates suppressed, saves its tokens less the placeholder's; any other output
+  over its limit (the first compaction rule matching the tool, or the tool's
+  `max_result_tokens`, the smaller) saves what is over the limit. This prices a compaction at
+  exactly its budget; the real compactor lands at or under it;
 - then the state learns what the turn did, as the agent's would: every called tool is discovered
   (and, in progressive mode, activated); a recorded `tool_search` call loads what the policy's
   search answers for its query; a recovered search miss loads its tool. A hard miss still counts
@@ -28,6 +33,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from toolscope_agent.engine.compaction import rule_for, rules_from_policy
 from toolscope_agent.engine.render import SEARCH_TOOL_NAME
 from toolscope_agent.engine.search import DEFAULT_TOP_K, MAX_TOP_K, clamp_top_k, ranker_for, search_tools
 from toolscope_agent.engine.selection import SessionState, policy_settings, select_tools
@@ -38,8 +44,14 @@ HARD = "hard"
 
 @dataclass(frozen=True)
 class RecordedCall:
+    """A call as recorded: its tool and arguments, its output's tokens, and, when the output
+    repeated an earlier one of the session, the tokens repeated and what a placeholder costs."""
+
     name: str
     arguments: Mapping[str, Any] = field(default_factory=dict)
+    output_tokens: int | None = None
+    duplicate_tokens: int = 0
+    placeholder_tokens: int = 0
 
 
 @dataclass(frozen=True)
@@ -88,6 +100,7 @@ class ToolFigures:
     calls: int = 0
     hard: int = 0
     recoverable: int = 0
+    output_tokens_saved: int = 0
 
 
 @dataclass
@@ -97,6 +110,8 @@ class Simulation:
     turns: list[TurnFigures] = field(default_factory=list)
     misses: list[Miss] = field(default_factory=list)
     tools: dict[str, ToolFigures] = field(default_factory=dict)
+    duplicate_tokens_saved: int = 0
+    compaction_tokens_saved: int = 0
 
     @property
     def advertised_tokens(self) -> int:
@@ -165,6 +180,15 @@ class _Replay:
         self.history = history if search.get("learned") else None
         allowed = self.settings.allowed
         self.searchable = [tool for tool in catalog if allowed is None or tool.get("name") in allowed]
+        outputs = policy.get("outputs")
+        duplicates = outputs.get("duplicates") if isinstance(outputs, Mapping) else None
+        self.suppress = not isinstance(duplicates, Mapping) or duplicates.get("suppress", True) is not False
+        try:
+            self.rules = rules_from_policy(policy)
+        except ValueError:  # a malformed rule compacts nothing, as the agent's selector would not
+            self.rules = []
+        tools = policy.get("tools")
+        self.tool_settings: Mapping[str, Any] = tools if isinstance(tools, Mapping) else {}
 
     def session(self, session: ReplaySession, result: Simulation) -> None:
         state = SessionState()
@@ -180,6 +204,7 @@ class _Replay:
             for call in turn.calls:
                 tool = result.tools.setdefault(call.name, ToolFigures())
                 tool.calls += 1
+                self._price_output(call, tool, result)
                 if call.name not in sent:
                     miss = self._miss(session.key, index, call.name, turn.message, deferred, SEARCH_TOOL_NAME in sent)
                     result.misses.append(miss)
@@ -196,6 +221,28 @@ class _Replay:
                 session=session.key, turn=index, sent_tokens=cost, sent_tools=len(sent), calls=len(turn.calls),
                 advertised_tokens=self._advertised_tokens(turn),
                 misses=misses))
+
+    def _price_output(self, call: RecordedCall, tool: ToolFigures, result: Simulation) -> None:
+        if call.duplicate_tokens and self.suppress:
+            saved = max(0, call.duplicate_tokens - call.placeholder_tokens)
+            result.duplicate_tokens_saved += saved
+            tool.output_tokens_saved += saved
+            return
+        limit = self._output_limit(call.name)
+        if limit is not None and call.output_tokens is not None and call.output_tokens > limit:
+            result.compaction_tokens_saved += call.output_tokens - limit
+            tool.output_tokens_saved += call.output_tokens - limit
+
+    def _output_limit(self, name: str) -> int | None:
+        limits = []
+        rule = rule_for(name, self.rules)
+        if rule is not None:
+            limits.append(rule.max_tokens)
+        settings = self.tool_settings.get(name)
+        cap = settings.get("max_result_tokens") if isinstance(settings, Mapping) else None
+        if isinstance(cap, int) and not isinstance(cap, bool) and cap > 0:
+            limits.append(cap)
+        return min(limits) if limits else None
 
     def _advertised_tokens(self, turn: RecordedTurn) -> int:
         if turn.advertised_tokens is not None:

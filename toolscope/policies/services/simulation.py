@@ -24,6 +24,10 @@ from toolscope.policies.selectors import tool_catalog
 from toolscope.telemetry.models import AdvertisedSet, Project, Session, ToolCall, Turn
 from toolscope.tokenizer import counter
 
+# What a duplicate's placeholder costs when the recording did not suppress it (and so counted
+# none): "[same output as <tool> call <id> (turn <n>); not repeated]" is 20-30 tokens.
+PLACEHOLDER_TOKENS = 25
+
 
 def simulation_sessions(*, project: Project, start: datetime, end: datetime, agent_name: str | None = None,
                         model: str | None = None, limit: int | None = None) -> list[ReplaySession]:
@@ -53,10 +57,14 @@ def simulation_sessions_load(*, rows: list[tuple[int, str]]) -> list[ReplaySessi
     advertised = dict(AdvertisedSet.objects.filter(pk__in={row[3] for row in turns if row[3]})
                       .values_list("pk", "tools"))
     calls: dict[tuple[int, int], list[RecordedCall]] = defaultdict(list)
-    for session_id, turn_index, name, query in (
-            ToolCall.objects.filter(session_id__in=ids).order_by("session_id", "turn_index", "started_at", "id")
-            .values_list("session_id", "turn_index", "tool_name", "arguments__query")):
-        calls[(session_id, turn_index)].append(RecordedCall(name, {"query": query} if name == SEARCH_TOOL else {}))
+    rows_of_calls = (ToolCall.objects.filter(session_id__in=ids)
+                     .order_by("session_id", "turn_index", "started_at", "id")
+                     .values_list("session_id", "turn_index", "tool_name", "arguments__query", "output_tokens",
+                                  "duplicate_tokens", "placeholder_tokens"))
+    for session_id, turn_index, name, query, output, repeated, placeholder in rows_of_calls:
+        calls[(session_id, turn_index)].append(RecordedCall(
+            name, {"query": query} if name == SEARCH_TOOL else {}, output_tokens=output, duplicate_tokens=repeated,
+            placeholder_tokens=placeholder if placeholder is not None else PLACEHOLDER_TOKENS if repeated else 0))
     by_session: dict[int, list[RecordedTurn]] = defaultdict(list)
     for session_id, index, message, set_id, tokens in turns:
         names = [entry.get("name") for entry in advertised.get(set_id) or [] if isinstance(entry, dict)]

@@ -161,6 +161,8 @@ class _Summary:
     sent: int = 0
     hard: int = 0
     recoverable: int = 0
+    duplicates_saved: int = 0
+    compaction_saved: int = 0
     tools: dict[str, dict[str, int]] = field(default_factory=dict)
     days: dict[str, dict[str, int]] = field(default_factory=dict)
     misses: list[dict[str, Any]] = field(default_factory=list)
@@ -172,11 +174,14 @@ class _Summary:
         self.sent += replayed.sent_tokens
         self.hard += replayed.hard_misses
         self.recoverable += replayed.recoverable_misses
+        self.duplicates_saved += replayed.duplicate_tokens_saved
+        self.compaction_saved += replayed.compaction_tokens_saved
         for name, figures in replayed.tools.items():
-            tool = self.tools.setdefault(name, {"calls": 0, "hard": 0, "recoverable": 0})
+            tool = self.tools.setdefault(name, {"calls": 0, "hard": 0, "recoverable": 0, "output_tokens_saved": 0})
             tool["calls"] += figures.calls
             tool["hard"] += figures.hard
             tool["recoverable"] += figures.recoverable
+            tool["output_tokens_saved"] += figures.output_tokens_saved
         for row in replayed.turns:
             day = self.days.setdefault(days[row.session], {"advertised_tokens": 0, "sent_tokens": 0, "calls": 0,
                                                            "misses": 0})
@@ -197,6 +202,7 @@ class _Summary:
             "saved_share": (self.advertised - self.sent) / self.advertised if self.advertised else 0.0,
             "misses": misses, "hard_misses": self.hard, "recoverable_misses": self.recoverable,
             "miss_rate": misses / self.calls if self.calls else 0.0, "recovery_round_trips": self.recoverable,
+            "duplicate_tokens_saved": self.duplicates_saved, "compaction_tokens_saved": self.compaction_saved,
             "tools": dict(sorted(self.tools.items())), "days": dict(sorted(self.days.items())),
             "miss_list": self.misses, "miss_list_truncated": misses > len(self.misses),
         }

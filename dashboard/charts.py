@@ -255,3 +255,23 @@ def simulation_days(days: dict[str, dict[str, int]]) -> go.Figure:
     sent = go.Bar(x=x, y=[day["sent_tokens"] for day in days.values()], name="Sent under the policy",
                   marker={"color": COLORS["calls"]})
     return _figure([advertised, sent], title="Schema tokens per day", barmode="group", yaxis={"title": "tokens"})
+
+
+def recommendation_curve(candidates: Sequence[dict[str, Any]], front: Sequence[str],
+                         recommended: str | None) -> go.Figure:
+    """Every candidate policy as a point: calls missed (x) against schema tokens saved (y), held-out
+    sessions; the Pareto front as a line, the recommended point marked."""
+    def points(rows: Sequence[dict[str, Any]], **style: Any) -> go.Scatter:
+        return go.Scatter(x=[row["miss_rate"] * 100 for row in rows], y=[row["saved_share"] * 100 for row in rows],
+                          text=[row["name"] for row in rows], hovertemplate="%{text}<br>%{x:.1f}% missed, "
+                          "%{y:.1f}% saved<extra></extra>", **style)
+    on_front = sorted((row for row in candidates if row["name"] in front), key=lambda row: row["miss_rate"])
+    traces = [points(candidates, mode="markers", name="Candidates", marker={"color": "#c5ccd3", "size": 7}),
+              points(on_front, mode="lines+markers", name="Pareto front", marker={"color": COLORS["calls"], "size": 8})]
+    best = [row for row in candidates if row["name"] == recommended]
+    if best:
+        traces.append(points(best, mode="markers", name="Recommended",
+                             marker={"color": COLORS["schema_tokens"], "size": 14, "symbol": "star"}))
+    return _figure(traces, title="Schema tokens saved against calls missed (held-out sessions)",
+                   xaxis={"title": "calls missed (%)", "rangemode": "tozero"},
+                   yaxis={"title": "schema tokens saved (%)"}, hovermode="closest")

@@ -11,6 +11,7 @@ from datetime import timedelta
 from typing import Any
 
 from django import forms
+from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect
 from django.urls import reverse
@@ -20,7 +21,8 @@ from django.views.decorators.http import require_http_methods, require_POST, req
 from dashboard import charts
 from dashboard.permissions import ProjectAccess, project_view
 from dashboard.views.common import csv_name, csv_response, range_from, render_page
-from toolscope.policies.models import Simulation
+from toolscope.policies.models import Policy, Simulation
+from toolscope.policies.services.recommendations import policy_draft_apply, policy_recommendations
 from toolscope.policies.services.simulation_runs import (
     DocumentNotFound,
     SessionSelection,
@@ -32,6 +34,12 @@ from toolscope.telemetry.models import Role
 
 RECENT = 20
 TOOL_COLUMNS = ("tool", "calls", "hard", "recoverable", "output_tokens_saved")
+
+
+class RecommendationForm(forms.Form):
+    days = forms.TypedChoiceField(choices=[(7, "7 days"), (14, "14 days"), (30, "30 days")], coerce=int, initial=14,
+                                  label="Learn from the sessions of the last")
+    limit = forms.IntegerField(min_value=20, max_value=5000, initial=2000, label="At most (sessions)")
 
 
 class SimulationForm(forms.Form):
@@ -78,7 +86,38 @@ def policy_simulations(request: HttpRequest, access: ProjectAccess) -> HttpRespo
                 return redirect(reverse("dashboard:policy_simulation", args=[access.project.slug, simulation.pk]))
     recent = Simulation.objects.filter(project=access.project).order_by("-created_at").defer("document", "result")
     return _page(request, access, "dashboard/policy_simulations.html", form=form, error=error,
-                 simulations=list(recent[:RECENT]))
+                 simulations=list(recent[:RECENT]), **_recommendations(request, access))
+
+
+def _recommendations(request: HttpRequest, access: ProjectAccess) -> dict[str, Any]:
+    """The recommendation section: its form, and the candidates once asked for (?recommend)."""
+    form = RecommendationForm(request.GET if "recommend" in request.GET else None)
+    if not form.is_bound or not form.is_valid():
+        return {"recommend_form": form, "recommendations": None}
+    found = policy_recommendations(project=access.project, days=form.cleaned_data["days"],
+                                   limit=form.cleaned_data["limit"])
+    front = [row for row in found["candidates"] if row["name"] in found["front"]]
+    chart = charts.chart_json(charts.recommendation_curve(found["candidates"], found["front"], found["recommended"]))
+    return {"recommend_form": form, "recommendations": found, "front": front, "curve": chart if front else None}
+
+
+@project_view(min_role=Role.EDITOR)
+@require_POST
+def policy_recommendation_apply(request: HttpRequest, access: ProjectAccess) -> HttpResponse:
+    form = RecommendationForm(request.POST)
+    policy = Policy.objects.filter(project=access.project).first()
+    if not form.is_valid() or policy is None:
+        return HttpResponse("Bad recommendation request.", status=400)
+    found = policy_recommendations(project=access.project, days=form.cleaned_data["days"],
+                                   limit=form.cleaned_data["limit"])
+    chosen = next((row for row in found["candidates"] if row["name"] == request.POST.get("name")), None)
+    if chosen is None:
+        return HttpResponse("That candidate is no longer among the recommendations; recompute them.", status=409)
+    entry = policy_draft_apply(policy=policy, selection=chosen["selection"], outputs=chosen["outputs"],
+                               user=request.user)
+    change = f": {entry.summary}" if entry else " (it already was the draft)"
+    messages.success(request, f"Applied “{chosen['name']}” to the draft{change}. Publish it when ready.")
+    return redirect(reverse("dashboard:policy", args=[access.project.slug]))
 
 
 @project_view()

@@ -1,0 +1,190 @@
+"""Policy recommendations from recorded sessions (issue 14, item 4): candidate policies learnt on
+the older sessions, each replayed on the newer ones, and the Pareto curve of schema tokens saved
+against calls missed.
+
+Learnt on `fit` sessions only, measured on `held_out` ones (a time split: no candidate is scored
+on the sessions it was fitted on):
+
+- **always-on sets** from the coverage curve: tools ranked by the share of sessions that call
+  them; the candidates keep the top k for k on a grid, in `context_rules` mode (sticky discovered
+  tools, so a tool called once is sent from then on);
+- **groups** of tools called together: two tools, each called in at most GROUP_MAX_SHARE of the
+  sessions (a tool nearly every session calls belongs in the always-on set), whose calling
+  sessions overlap with a Jaccard index of at least GROUP_JACCARD join one group (connected
+  components), and **context rules**:
+  a task-message word (at least RULE_SUPPORT fit sessions) after which the group is used in at
+  least RULE_PRECISION of those sessions sends the group;
+- **tool_search** variants (when the catalog has the `tool_search` tool): the same always-on sets
+  plus the search tool, in `tool_search` mode;
+- **compaction**: a tool whose outputs' 95th percentile passes COMPACT_ABOVE tokens gets a
+  head_tail rule at COMPACT_TO tokens, on every candidate.
+
+Each candidate is a whole `selection` + `outputs` section that an editor can apply to the draft.
+`pareto` keeps the candidates no other beats on both figures; `recommend` picks the one saving
+the most schema tokens within a miss-rate budget (else the one missing least).
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from toolscope_agent.engine.render import SEARCH_TOOL_NAME
+from toolscope_agent.engine.simulation import ReplaySession, simulate
+from toolscope_agent.engine.text import STOPWORDS, words
+
+K_GRID = (0, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32)
+GROUP_JACCARD = 0.5
+GROUP_MAX_SHARE = 0.5
+RULE_SUPPORT = 3
+RULE_PRECISION = 0.6
+COMPACT_ABOVE = 4000
+COMPACT_TO = 2000
+MISS_BUDGET = 0.02
+
+
+@dataclass(frozen=True)
+class Candidate:
+    name: str
+    selection: dict[str, Any]
+    outputs: dict[str, Any]
+    saved_share: float = 0.0
+    miss_rate: float = 0.0
+    hard_misses: int = 0
+    saved_tokens: int = 0
+
+    def document(self) -> dict[str, Any]:
+        return {"selection": self.selection, "outputs": self.outputs}
+
+
+def candidates(catalog: Sequence[Mapping[str, Any]], fit: Sequence[ReplaySession]) -> list[Candidate]:
+    """The candidate policies learnt from `fit` (unscored)."""
+    names = [tool["name"] for tool in catalog if isinstance(tool.get("name"), str)]
+    ranked = _by_coverage(fit, set(names))
+    groups = _groups(fit, ranked)
+    rules = _rules(fit, groups)
+    outputs = {"duplicates": {"suppress": True}, "compaction": _compaction(fit)}
+    found = []
+    for k in dict.fromkeys(min(k, len(ranked)) for k in K_GRID):
+        always = ranked[:k]
+        found.append(Candidate(f"always-on top {k}", _selection("context_rules", always), outputs))
+        if groups:
+            found.append(Candidate(f"always-on top {k} + {len(rules)} rules",
+                                   _selection("context_rules", always, groups, rules), outputs))
+        if SEARCH_TOOL_NAME in names:
+            found.append(Candidate(f"tool_search + top {k}",
+                                   _selection("tool_search", [*always, SEARCH_TOOL_NAME]), outputs))
+    return found
+
+
+def evaluate(catalog: Sequence[Mapping[str, Any]], found: Sequence[Candidate], held_out: Sequence[ReplaySession],
+             *, schema_tokens: Mapping[str, int]) -> list[Candidate]:
+    """Each candidate with its figures on `held_out`."""
+    scored = []
+    for candidate in found:
+        result = simulate(catalog, candidate.document(), held_out, schema_tokens=schema_tokens)
+        scored.append(Candidate(candidate.name, candidate.selection, candidate.outputs,
+                                saved_share=result.saved_share, miss_rate=result.miss_rate,
+                                hard_misses=result.hard_misses, saved_tokens=result.saved_tokens))
+    return scored
+
+
+def pareto(scored: Sequence[Candidate]) -> list[Candidate]:
+    """The candidates no other saves more with at most as many misses, by miss rate ascending."""
+    ordered = sorted(scored, key=lambda c: (c.miss_rate, -c.saved_share, c.name))
+    front, best = [], float("-inf")
+    for candidate in ordered:
+        if candidate.saved_share > best:
+            front.append(candidate)
+            best = candidate.saved_share
+    return front
+
+
+def recommend(front: Sequence[Candidate], *, miss_budget: float = MISS_BUDGET) -> Candidate | None:
+    within = [c for c in front if c.miss_rate <= miss_budget]
+    if within:
+        return max(within, key=lambda c: (c.saved_share, -c.miss_rate))
+    return min(front, key=lambda c: (c.miss_rate, -c.saved_share)) if front else None
+
+
+def _selection(mode: str, always_on: list[str], groups: Mapping[str, list[str]] | None = None,
+               rules: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    return {"mode": mode, "always_on": list(always_on), "groups": dict(groups or {}),
+            "context_rules": list(rules or []), "sticky_discovered": True,
+            "tool_search": {"top_k": 8, "max_top_k": 20, "ranker": "bm25f-2"}}
+
+
+def _called(session: ReplaySession) -> set[str]:
+    return {call.name for turn in session.turns for call in turn.calls}
+
+
+def _by_coverage(fit: Sequence[ReplaySession], catalog: set[str]) -> list[str]:
+    """Catalog tools by the share of fit sessions calling them, then by name."""
+    sessions = Counter(name for session in fit for name in _called(session) if name in catalog)
+    return [name for name, _ in sorted(sessions.items(), key=lambda item: (-item[1], item[0]))
+            if name != SEARCH_TOOL_NAME]
+
+
+def _groups(fit: Sequence[ReplaySession], ranked: list[str]) -> dict[str, list[str]]:
+    """Connected components of tools whose calling sessions overlap (Jaccard >= GROUP_JACCARD)."""
+    sessions: dict[str, set[int]] = defaultdict(set)
+    for index, session in enumerate(fit):
+        for name in _called(session):
+            sessions[name].add(index)
+    ranked = [name for name in ranked if len(sessions[name]) <= GROUP_MAX_SHARE * len(fit)]
+    parent = {name: name for name in ranked}
+
+    def root(name: str) -> str:
+        while parent[name] != name:
+            parent[name] = parent[parent[name]]
+            name = parent[name]
+        return name
+
+    for i, first in enumerate(ranked):
+        for second in ranked[i + 1:]:
+            a, b = sessions[first], sessions[second]
+            if a and b and len(a & b) / len(a | b) >= GROUP_JACCARD:
+                parent[root(second)] = root(first)
+    components: dict[str, list[str]] = defaultdict(list)
+    for name in ranked:
+        components[root(name)].append(name)
+    return {f"group_{index + 1}": sorted(members)
+            for index, members in enumerate(m for m in components.values() if len(m) >= 2)}
+
+
+def _rules(fit: Sequence[ReplaySession], groups: Mapping[str, list[str]]) -> list[dict[str, Any]]:
+    """A rule per group: the task-message words after which the group is used."""
+    rules = []
+    for group, members in groups.items():
+        with_word: Counter[str] = Counter()
+        used_with_word: Counter[str] = Counter()
+        for session in fit:
+            # Whole words as written (lowercased), as a rule's keywords match: not stems.
+            seen = {word for turn in session.turns for word in words(turn.message)
+                    if len(word) > 2 and not word.isdigit() and word not in STOPWORDS}
+            used = bool(_called(session) & set(members))
+            for word in seen:
+                with_word[word] += 1
+                used_with_word[word] += used
+        keywords = sorted(word for word, count in with_word.items()
+                          if count >= RULE_SUPPORT and used_with_word[word] / count >= RULE_PRECISION)
+        if keywords:
+            rules.append({"name": group, "keywords": keywords[:8], "regex": None, "groups": [group]})
+    return rules
+
+
+def _compaction(fit: Sequence[ReplaySession]) -> list[dict[str, Any]]:
+    sizes: dict[str, list[int]] = defaultdict(list)
+    for session in fit:
+        for turn in session.turns:
+            for call in turn.calls:
+                if call.output_tokens is not None:
+                    sizes[call.name].append(call.output_tokens)
+    rules = []
+    for name in sorted(sizes):
+        values = sorted(sizes[name])
+        if values[min(len(values) - 1, int(0.95 * len(values)))] > COMPACT_ABOVE:
+            rules.append({"tools": name, "max_tokens": COMPACT_TO, "strategy": "head_tail"})
+    return rules

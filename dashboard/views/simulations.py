@@ -37,6 +37,7 @@ TOOL_COLUMNS = ("tool", "calls", "hard", "recoverable", "output_tokens_saved")
 
 
 class RecommendationForm(forms.Form):
+    prefix = "recommend"  # beside SimulationForm on one page: distinct names and ids
     days = forms.TypedChoiceField(choices=[(7, "7 days"), (14, "14 days"), (30, "30 days")], coerce=int, initial=14,
                                   label="Learn from the sessions of the last")
     limit = forms.IntegerField(min_value=20, max_value=5000, initial=2000, label="At most (sessions)")
@@ -91,7 +92,7 @@ def policy_simulations(request: HttpRequest, access: ProjectAccess) -> HttpRespo
 
 def _recommendations(request: HttpRequest, access: ProjectAccess) -> dict[str, Any]:
     """The recommendation section: its form, and the candidates once asked for (?recommend)."""
-    form = RecommendationForm(request.GET if "recommend" in request.GET else None)
+    form = RecommendationForm(request.GET if "recommend-days" in request.GET else None)
     if not form.is_bound or not form.is_valid():
         return {"recommend_form": form, "recommendations": None}
     found = policy_recommendations(project=access.project, days=form.cleaned_data["days"],

@@ -1,12 +1,16 @@
 """A simulation in a real browser, with a real worker: an editor simulates the draft on the demo's
-recorded sessions, watches it finish, sees its charts drawn, finds the result beside the diff on
-the publish page, and publishes."""
+recorded sessions, watches it finish, sees its charts drawn, asks for a recommendation, applies
+the recommended point to the draft, finds the simulation beside the diff on the publish page, and
+publishes."""
 
 from __future__ import annotations
 
 import pytest
 
-from tests.e2e.browser.conftest import CHROMIUM
+from django.core.cache import cache
+from django.utils import timezone
+
+from tests.e2e.browser.conftest import CHROMIUM, Demo
 from tests.e2e.browser.test_dashboard import _charts_drawn, _publish
 from tests.e2e.conftest import ingest_queue, worker  # noqa: F401 -- fixtures
 
@@ -17,7 +21,17 @@ pytestmark = [
 ]
 
 
-def test_the_draft_is_simulated_seen_beside_the_diff_and_published(browsing, demo, worker):  # noqa: F811
+@pytest.fixture
+def demo(live_server) -> Demo:
+    """The demo with enough sessions to learn a recommendation from (the module default has 6)."""
+    from toolscope.telemetry.demo.seed import ADMIN_USERNAME, DEMO_SLUG, demo_anchor, demo_seed
+
+    cache.clear()
+    result = demo_seed(sessions=40, seed=1, anchor=demo_anchor(timezone.now()))
+    return Demo(slug=DEMO_SLUG, username=ADMIN_USERNAME, password=result.admin_password)
+
+
+def test_the_draft_is_simulated_a_recommendation_applied_and_published(browsing, demo, worker):  # noqa: F811
     page = browsing.page
     browsing.log_in(demo)
     browsing.open(f"/p/{demo.slug}/policy/")
@@ -37,9 +51,24 @@ def test_the_draft_is_simulated_seen_beside_the_diff_and_published(browsing, dem
     browsing.shot("policy-simulation-done")
 
     with page.expect_navigation():
+        page.click("nav.tabs >> text=Simulate")
+    page.select_option("#id_recommend-days", "30")
+    with page.expect_navigation():
+        page.click("[data-recommend]")
+    assert page.locator("#id_recommend-days").input_value() == "30"
+    page.wait_for_function("document.querySelector('[data-chart=chart-curve] .main-svg') !== null")
+    browsing.shot("policy-recommendations")
+    recommended = page.locator("tr.recommended [data-apply]")
+    name = recommended.get_attribute("data-apply")
+    with page.expect_navigation():
+        recommended.click()
+    assert f"Applied “{name}” to the draft" in page.locator(".messages").inner_text()
+
+    with page.expect_navigation():
         page.click("nav.tabs >> text=Publish")
-    line = page.locator("[data-simulation-line]").first.inner_text()
-    assert line.startswith(f"Saves {saved} of schema tokens")
+    # The draft changed since it was simulated: the publish page says so for it, and shows the
+    # simulation of the draft as it was under no label.
+    assert "Not simulated yet" in page.locator("[data-simulations]").inner_text()
     browsing.shot("policy-publish-with-simulation")
     _publish(browsing, "simulated first", "policy-publish-simulated")
     assert browsing.errors == []

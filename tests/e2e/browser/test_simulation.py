@@ -6,7 +6,6 @@ publishes."""
 from __future__ import annotations
 
 import pytest
-
 from django.core.cache import cache
 from django.utils import timezone
 

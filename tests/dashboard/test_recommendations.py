@@ -42,8 +42,11 @@ def recorded(project):
     return policy
 
 
+WINDOW = {"recommend-days": 7, "recommend-limit": 100}
+
+
 def page(client, project, **params):
-    query = {"recommend-days": 7, "recommend-limit": 100, **params}
+    query = {**WINDOW, **params}
     return client.get(reverse("dashboard:policy_simulations", args=[project.slug]), query)
 
 
@@ -62,7 +65,7 @@ def test_the_recommendation_learns_on_older_sessions_and_scores_on_newer_ones(vi
 def test_an_editor_applies_a_point_to_the_draft(editor_client, project, recorded):
     page(editor_client, project)
     url = reverse("dashboard:policy_recommendation_apply", args=[project.slug])
-    response = editor_client.post(url, {"name": "always-on top 2 + 1 rules", "recommend-days": 7, "recommend-limit": 100})
+    response = editor_client.post(url, {"name": "always-on top 2 + 1 rules", **WINDOW})
     assert response.status_code == 302
     recorded.refresh_from_db()
     assert recorded.mode == "context_rules"
@@ -77,8 +80,8 @@ def test_an_editor_applies_a_point_to_the_draft(editor_client, project, recorded
 
 def test_a_viewer_cannot_apply_and_an_unknown_point_is_refused(viewer_client, editor_client, project, recorded):
     url = reverse("dashboard:policy_recommendation_apply", args=[project.slug])
-    assert viewer_client.post(url, {"name": "always-on top 2", "recommend-days": 7, "recommend-limit": 100}).status_code == 403
-    assert editor_client.post(url, {"name": "no such point", "recommend-days": 7, "recommend-limit": 100}).status_code == 409
+    assert viewer_client.post(url, {"name": "always-on top 2", **WINDOW}).status_code == 403
+    assert editor_client.post(url, {"name": "no such point", **WINDOW}).status_code == 409
 
 
 def test_too_few_sessions_say_so(viewer_client, project):

@@ -11,9 +11,11 @@ on the sessions it was fitted on):
 - **groups** of tools called together: two tools, each called in at most GROUP_MAX_SHARE of the
   sessions (a tool nearly every session calls belongs in the always-on set), whose calling
   sessions overlap with a Jaccard index of at least GROUP_JACCARD join one group (connected
-  components), and **context rules**:
-  a task-message word (at least RULE_SUPPORT fit sessions) after which the group is used in at
-  least RULE_PRECISION of those sessions sends the group;
+  components; a tool called with no other is a group of its own), and **context rules**: a
+  group's keywords are the task-message words (each in at least RULE_SUPPORT fit sessions) after
+  which the group is used in at least RULE_PRECISION of those sessions, best first, until they
+  cover RULE_COVERAGE of the sessions that used the group. A candidate sends the always-on set
+  plus the rules of the groups it does not already send;
 - **tool_search** variants (when the catalog has the `tool_search` tool): the same always-on sets
   plus the search tool, in `tool_search` mode;
 - **compaction**: a tool whose outputs' 95th percentile passes COMPACT_ABOVE tokens gets a
@@ -39,7 +41,8 @@ K_GRID = (0, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32)
 GROUP_JACCARD = 0.5
 GROUP_MAX_SHARE = 0.5
 RULE_SUPPORT = 3
-RULE_PRECISION = 0.6
+RULE_PRECISION = 0.3
+RULE_COVERAGE = 0.95
 COMPACT_ABOVE = 4000
 COMPACT_TO = 2000
 MISS_BUDGET = 0.02
@@ -67,12 +70,14 @@ def candidates(catalog: Sequence[Mapping[str, Any]], fit: Sequence[ReplaySession
     rules = _rules(fit, groups)
     outputs = {"duplicates": {"suppress": True}, "compaction": _compaction(fit)}
     found = []
-    for k in dict.fromkeys(min(k, len(ranked)) for k in K_GRID):
+    for k in dict.fromkeys(min(k, len(ranked)) for k in (*K_GRID, len(ranked))):
         always = ranked[:k]
         found.append(Candidate(f"always-on top {k}", _selection("context_rules", always), outputs))
-        if groups:
-            found.append(Candidate(f"always-on top {k} + {len(rules)} rules",
-                                   _selection("context_rules", always, groups, rules), outputs))
+        needed = {name: members for name, members in groups.items() if not set(members) <= set(always)}
+        kept = [rule for rule in rules if rule["groups"][0] in needed]
+        if kept:
+            found.append(Candidate(f"always-on top {k} + {len(kept)} rules",
+                                   _selection("context_rules", always, needed, kept), outputs))
         if SEARCH_TOOL_NAME in names:
             found.append(Candidate(f"tool_search + top {k}",
                                    _selection("tool_search", [*always, SEARCH_TOOL_NAME]), outputs))
@@ -150,28 +155,36 @@ def _groups(fit: Sequence[ReplaySession], ranked: list[str]) -> dict[str, list[s
     components: dict[str, list[str]] = defaultdict(list)
     for name in ranked:
         components[root(name)].append(name)
-    return {f"group_{index + 1}": sorted(members)
-            for index, members in enumerate(m for m in components.values() if len(m) >= 2)}
+    return {f"group_{index + 1}": sorted(members) for index, members in enumerate(components.values())}
 
 
 def _rules(fit: Sequence[ReplaySession], groups: Mapping[str, list[str]]) -> list[dict[str, Any]]:
-    """A rule per group: the task-message words after which the group is used."""
+    """A rule per group: the task-message words after which the group is used (see the module
+    docstring), as whole lowercase words, as a rule's keywords match: not stems."""
+    seen = [{word for turn in session.turns for word in words(turn.message)
+             if len(word) > 2 and not word.isdigit() and word not in STOPWORDS} for session in fit]
+    called = [_called(session) for session in fit]
     rules = []
     for group, members in groups.items():
-        with_word: Counter[str] = Counter()
-        used_with_word: Counter[str] = Counter()
-        for session in fit:
-            # Whole words as written (lowercased), as a rule's keywords match: not stems.
-            seen = {word for turn in session.turns for word in words(turn.message)
-                    if len(word) > 2 and not word.isdigit() and word not in STOPWORDS}
-            used = bool(_called(session) & set(members))
-            for word in seen:
-                with_word[word] += 1
-                used_with_word[word] += used
-        keywords = sorted(word for word, count in with_word.items()
-                          if count >= RULE_SUPPORT and used_with_word[word] / count >= RULE_PRECISION)
+        used = [bool(calls & set(members)) for calls in called]
+        with_word: Counter[str] = Counter(word for words_seen in seen for word in words_seen)
+        used_with_word: Counter[str] = Counter(word for words_seen, hit in zip(seen, used, strict=True) if hit
+                                               for word in words_seen)
+        precise = sorted((word for word, count in with_word.items()
+                          if count >= RULE_SUPPORT and used_with_word[word] / count >= RULE_PRECISION),
+                         key=lambda word: (-used_with_word[word] / with_word[word], -used_with_word[word], word))
+        keywords: list[str] = []
+        covered: set[int] = set()
+        needed = {i for i, hit in enumerate(used) if hit}
+        for word in precise:
+            if len(covered) >= RULE_COVERAGE * len(needed) or len(keywords) == 8:
+                break
+            gained = {i for i in needed if word in seen[i]} - covered
+            if gained:
+                keywords.append(word)
+                covered |= gained
         if keywords:
-            rules.append({"name": group, "keywords": keywords[:8], "regex": None, "groups": [group]})
+            rules.append({"name": group, "keywords": sorted(keywords), "regex": None, "groups": [group]})
     return rules
 
 

@@ -78,7 +78,8 @@ def tasks(rng: random.Random, repo: str, files: str | None, memory: bool) -> Tas
     choices: list[Task] = [
         Task(rng.choice(["What changed since the last commit?", "Show me my uncommitted changes",
                          "what did I modify"]),
-             [[Call("git", "git_status", {"repo_path": repo})], [Call("git", "git_diff_unstaged", {"repo_path": repo})]]),
+             [[Call("git", "git_status", {"repo_path": repo})],
+              [Call("git", "git_diff_unstaged", {"repo_path": repo})]]),
         Task(rng.choice(["Show the recent commit history", "what were the last commits", "git log please"]),
              [[Call("git", "git_log", {"repo_path": repo, "max_count": rng.choice([3, 5, 10])})]]),
         Task(rng.choice([f"What time is it in {city}?", f"current time in {city}", f"Is it night in {city} now?"]),
@@ -140,8 +141,10 @@ async def play(count: int, seed: int, workdir: Path, npm_dir: Path | None) -> li
     (files / "README.md").write_text("# Billing\n\nThe billing service charges customers monthly.\n")
     (files / "app.py").write_text("def charge(customer):\n    return customer.plan.price\n")
     binaries = Path(sys.executable).parent
-    params = {"git": StdioServerParameters(command=str(binaries / "mcp-server-git"), args=["--repository", str(repo)]),
-              "time": StdioServerParameters(command=str(binaries / "mcp-server-time"), args=["--local-timezone", "UTC"])}
+    params = {
+        "git": StdioServerParameters(command=str(binaries / "mcp-server-git"), args=["--repository", str(repo)]),
+        "time": StdioServerParameters(command=str(binaries / "mcp-server-time"), args=["--local-timezone", "UTC"]),
+    }
     node = shutil.which("node")
     npm = npm_dir / "node_modules" / "@modelcontextprotocol" if npm_dir else None
     if node and npm and (npm / "server-filesystem").is_dir() and (npm / "server-memory").is_dir():
@@ -154,7 +157,8 @@ async def play(count: int, seed: int, workdir: Path, npm_dir: Path | None) -> li
     async with _sessions(params, stdio_client, ClientSession) as sessions:
         for _ in range(count):
             task = tasks(rng, str(repo), str(files) if "filesystem" in sessions else None, "memory" in sessions)
-            task = Task(task.message, [[Call(c.server, c.tool, dict(c.arguments)) for c in turn] for turn in task.turns])
+            task = Task(task.message, [[Call(c.server, c.tool, dict(c.arguments)) for c in turn]
+                                       for turn in task.turns])
             if task.turns[-1][0].tool == "git_commit":
                 (repo / "notes.txt").write_text(f"note {len(played)}\n")
             for call in (call for turn in task.turns for call in turn):

@@ -52,4 +52,6 @@ urlpatterns = [
          name="policy_simulation_cancel"),
     path("p/<slug:slug>/policy/simulations/<int:simulation_id>/tools.csv", simulations.policy_simulation_csv,
          name="policy_simulation_csv"),
+    path("p/<slug:slug>/policy/simulations/<int:simulation_id>/sessions.csv",
+         simulations.policy_simulation_sessions_csv, name="policy_simulation_sessions_csv"),
 ]

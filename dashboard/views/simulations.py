@@ -34,6 +34,7 @@ from toolscope.telemetry.models import Role
 
 RECENT = 20
 TOOL_COLUMNS = ("tool", "calls", "hard", "recoverable", "output_tokens_saved")
+SESSION_COLUMNS = ("session", "turns", "calls", "misses", "advertised_tokens", "sent_tokens")
 
 
 class RecommendationForm(forms.Form):
@@ -136,8 +137,10 @@ def policy_simulation(request: HttpRequest, access: ProjectAccess, simulation_id
     if missed:
         figures["misses"] = charts.chart_json(charts.tool_ranking(missed, key="misses", title="Misses per tool",
                                                                    color=charts.COLORS["errors"]))
+    worst = sorted((row for row in result.get("session_rows") or [] if row["misses"]),
+                   key=lambda row: (-row["misses"], row["session"]))[:20]
     return _page(request, access, "dashboard/policy_simulation.html", simulation=simulation, result=result,
-                 tools=tools, charts=figures)
+                 tools=tools, charts=figures, worst_sessions=worst)
 
 
 @project_view()
@@ -171,3 +174,11 @@ def policy_simulation_csv(request: HttpRequest, access: ProjectAccess, simulatio
     rows = ([name, row["calls"], row["hard"], row["recoverable"], row.get("output_tokens_saved", 0)]
             for name, row in (result.get("tools") or {}).items())
     return csv_response(csv_name(access, f"simulation-{simulation_id}-tools"), TOOL_COLUMNS, rows)
+
+
+@project_view()
+@require_safe
+def policy_simulation_sessions_csv(request: HttpRequest, access: ProjectAccess, simulation_id: int) -> HttpResponse:
+    result = _get(access, simulation_id).result or {}
+    rows = ([row[column] for column in SESSION_COLUMNS] for row in result.get("session_rows") or [])
+    return csv_response(csv_name(access, f"simulation-{simulation_id}-sessions"), SESSION_COLUMNS, rows)

@@ -62,6 +62,8 @@ def test_a_simulation_of_the_draft_runs_and_reads_back_hand_computed_figures(
     assert (result["duplicate_tokens_saved"], result["compaction_tokens_saved"]) == (0, 0)
     assert [miss["tool"] for miss in result["miss_list"]] == ["edit_file"] * 3
     assert sum(day["sent_tokens"] for day in result["days"].values()) == 300
+    assert [(row["turns"], row["calls"], row["misses"], row["advertised_tokens"], row["sent_tokens"])
+            for row in result["session_rows"]] == [(1, 2, 1, 600, 100)] * 3
 
 
 def test_the_same_document_and_selection_reopen_the_same_simulation(

@@ -58,6 +58,11 @@ def test_an_editor_simulates_the_draft_and_reads_its_figures(editor_client, proj
     assert "83.3%" in content and "50.0%" in content
     assert f'{url(project, "session", "sess-0")}#turn-0' in content
     assert set(page.context["charts"]) == {"days", "misses"}
+    assert [row["session"] for row in page.context["worst_sessions"]] == ["sess-0", "sess-1"]
+    sessions_csv = b"".join(editor_client.get(url(project, "policy_simulation_sessions_csv", simulation.pk))
+                            .streaming_content).decode().splitlines()
+    assert sessions_csv == ["session,turns,calls,misses,advertised_tokens,sent_tokens", "sess-0,1,2,1,600,100",
+                            "sess-1,1,2,1,600,100"]
     csv = b"".join(editor_client.get(url(project, "policy_simulation_csv", simulation.pk)).streaming_content)
     assert csv.decode().splitlines() == ["tool,calls,hard,recoverable,output_tokens_saved", "edit_file,2,2,0,0",
                                          "read_file,2,0,0,0"]

@@ -5,7 +5,8 @@ A run is claimed with a conditional UPDATE (pending -> running), so a second del
 task does nothing. It replays its sessions in chunks of CHUNK_SESSIONS: four queries per chunk
 (services/simulation.py), one UPDATE of the progress, and a look at the status, so a cancelled
 run stops at the next chunk. The result keeps totals, per-tool and per-day figures and the first
-MAX_MISSES misses, each with its session and turn.
+MAX_MISSES misses, each with its session and turn, and a row per session (the first
+MAX_SESSION_ROWS).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ logger = logging.getLogger(__name__)
 
 CHUNK_SESSIONS = 500
 MAX_MISSES = 500
+MAX_SESSION_ROWS = 10_000
 RUN_TASK = "workers.simulation_run"
 
 
@@ -166,6 +168,7 @@ class _Summary:
     tools: dict[str, dict[str, int]] = field(default_factory=dict)
     days: dict[str, dict[str, int]] = field(default_factory=dict)
     misses: list[dict[str, Any]] = field(default_factory=list)
+    sessions: dict[str, dict[str, int]] = field(default_factory=dict)
 
     def add(self, replayed: Replayed, days: dict[str, str]) -> None:
         self.turns += len(replayed.turns)
@@ -183,6 +186,14 @@ class _Summary:
             tool["recoverable"] += figures.recoverable
             tool["output_tokens_saved"] += figures.output_tokens_saved
         for row in replayed.turns:
+            if row.session in self.sessions or len(self.sessions) < MAX_SESSION_ROWS:
+                session = self.sessions.setdefault(row.session, {"turns": 0, "calls": 0, "misses": 0,
+                                                                 "advertised_tokens": 0, "sent_tokens": 0})
+                session["turns"] += 1
+                session["calls"] += row.calls
+                session["misses"] += row.misses
+                session["advertised_tokens"] += row.advertised_tokens
+                session["sent_tokens"] += row.sent_tokens
             day = self.days.setdefault(days[row.session], {"advertised_tokens": 0, "sent_tokens": 0, "calls": 0,
                                                            "misses": 0})
             day["advertised_tokens"] += row.advertised_tokens
@@ -205,6 +216,7 @@ class _Summary:
             "duplicate_tokens_saved": self.duplicates_saved, "compaction_tokens_saved": self.compaction_saved,
             "tools": dict(sorted(self.tools.items())), "days": dict(sorted(self.days.items())),
             "miss_list": self.misses, "miss_list_truncated": misses > len(self.misses),
+            "session_rows": [{"session": key, **row} for key, row in self.sessions.items()],
         }
 
 

@@ -81,6 +81,28 @@ class FreeTextField(StrictCharField):
         return scrub(super().to_internal_value(data), "")
 
 
+class StrictBooleanField(serializers.BooleanField):
+    """true or false, as the OpenAPI description says: DRF's BooleanField would take 0, "yes" or "on"."""
+
+    def to_internal_value(self, data):
+        if not isinstance(data, bool):
+            self.fail("invalid", input=data)
+        return data
+
+
+class JsonObjectField(serializers.DictField):
+    """A JSON object kept as jsonb can hold it (the rule of catalog events, docs/events.md): NUL
+    and unpaired surrogates in keys and strings stored as U+FFFD, numbers within 64 bits."""
+
+    def to_internal_value(self, data):
+        value = super().to_internal_value(data)
+        try:
+            return json_object(value, "")
+        except Rejected as exc:
+            where = f"at {exc.path}: " if exc.path else ""
+            raise serializers.ValidationError(f"{where}{exc.reason}") from None
+
+
 class EventResultSerializer(serializers.Serializer):
     id = serializers.CharField(allow_null=True)
     status = serializers.ChoiceField(choices=["accepted", "duplicate", "rejected"])

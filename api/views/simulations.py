@@ -13,7 +13,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from api.serializers import StrictCharField, StrictIntegerField
+from api.serializers import JsonObjectField, StrictBooleanField, StrictCharField, StrictIntegerField
 from api.views.resolve import READ_ERRORS, LabelField
 from toolscope.policies.models import Simulation, SimulationStatus
 from toolscope.policies.services.simulation_runs import (
@@ -28,25 +28,20 @@ MAX_SESSIONS = 100_000
 
 
 class SimulationInput(serializers.Serializer):
-    label = LabelField(required=False, max_length=64, help_text="Replay the version under this label "
-                       "(the default: production).")
-    version = StrictIntegerField(required=False, min_value=1, help_text="Replay this version number.")
-    draft = serializers.BooleanField(required=False, default=False, help_text="Replay the draft.")
-    document = serializers.DictField(required=False, help_text="Replay this policy document (docs/policy.md).")
+    document = JsonObjectField(required=False, help_text="Replay this policy document (docs/policy.md); "
+                                     "first of the four.")
+    version = StrictIntegerField(required=False, min_value=1, help_text="Replay this version number, when no "
+                                 "document is given.")
+    draft = StrictBooleanField(required=False, default=False, help_text="Replay the draft, when neither "
+                                     "a document nor a version is given.")
+    label = LabelField(required=False, max_length=64, help_text="Replay the version under this label, when none "
+                       "of the others is given (the default: production).")
     start = serializers.DateTimeField(required=False, help_text="Sessions started at or after (default: 7 days ago).")
     end = serializers.DateTimeField(required=False, help_text="Sessions started before (default: now).")
-    agent_name = StrictCharField(required=False, max_length=200)
-    model = StrictCharField(required=False, max_length=200)
+    agent_name = StrictCharField(required=False, allow_blank=True, max_length=200, help_text="Blank: any agent.")
+    model = StrictCharField(required=False, allow_blank=True, max_length=200, help_text="Blank: any model.")
     limit = StrictIntegerField(required=False, min_value=1, max_value=MAX_SESSIONS,
                                help_text=f"At most this many sessions, the oldest first (at most {MAX_SESSIONS:,}).")
-
-    def validate(self, data: dict) -> dict:
-        given = [name for name in ("label", "version", "document") if name in data]
-        given += ["draft"] if data["draft"] else []
-        if len(given) > 1:
-            raise serializers.ValidationError(
-                {given[1]: f"Give one of label, version, draft, document; not {given[0]} too."})
-        return data
 
 
 class SimulationOutput(serializers.Serializer):
@@ -85,7 +80,7 @@ class SimulationsView(APIView):
         data = serializer.validated_data
         project = request.auth.project
         try:
-            document, source = simulation_document(
+            document, source = simulation_document(  # the first given of document, version, draft, label
                 project=project, label=data.get("label"), version=data.get("version"), draft=data["draft"],
                 document=data.get("document"))
         except DocumentNotFound as exc:

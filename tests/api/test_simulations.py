@@ -102,8 +102,6 @@ def test_a_second_delivery_of_the_task_does_nothing(reader, recorded, django_cap
 
 
 @pytest.mark.parametrize(("body", "field"), [
-    ({"draft": True, "label": "production"}, "draft"),
-    ({"version": 2, "document": {}}, "document"),
     ({"limit": 0}, "limit"),
     ({"start": "yesterday"}, "start"),
 ])
@@ -129,3 +127,13 @@ def test_another_projects_key_cannot_read_or_cancel_it(reader, recorded, other_p
 def test_an_ingest_only_key_is_refused(project, recorded):
     ingest = KeyClient(make_key(project, scopes=["ingest"]).secret)
     assert ingest.post(URL, {"draft": True}, format="json").status_code == 403
+
+
+def test_the_first_given_of_document_version_draft_label_is_replayed(reader, recorded,
+                                                                      django_capture_on_commit_callbacks):
+    _, uploaded = start(reader, {"document": {"selection": {"mode": "all"}}, "version": 7, "draft": True},
+                        django_capture_on_commit_callbacks)
+    assert uploaded["source"] == "uploaded"
+    _, draft = start(reader, {"draft": True, "label": "staging", "agent_name": "", "model": ""},
+                     django_capture_on_commit_callbacks)
+    assert draft["source"] == "draft" and draft["selection"]["agent_name"] == ""

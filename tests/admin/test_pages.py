@@ -39,8 +39,9 @@ NOT_ADDABLE = {
 # Edited on the page of their tool or policy.
 SHOWN_INLINE = {"policies.ToolVersion", "policies.ContextRule", "policies.CompactionRule"}
 # Derived by the workers and read by the dashboard; nothing for an operator to look at row by row.
+# Computed from other rows, and shown on the dashboard (simulations, a tool's learned history).
 DERIVED = {"telemetry.ToolHourly", "telemetry.ProjectHourly", "telemetry.DirtyHour", "telemetry.CallDuration",
-           "policies.SearchHistory"}
+           "policies.SearchHistory", "policies.Simulation"}
 
 
 def _label(model) -> str:

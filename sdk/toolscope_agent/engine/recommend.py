@@ -37,7 +37,7 @@ from toolscope_agent.engine.render import SEARCH_TOOL_NAME
 from toolscope_agent.engine.simulation import ReplaySession, simulate
 from toolscope_agent.engine.text import STOPWORDS, words
 
-K_GRID = (0, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32)
+K_GRID = (*range(17), 20, 24, 32)
 GROUP_JACCARD = 0.5
 GROUP_MAX_SHARE = 0.5
 RULE_SUPPORT = 3

@@ -54,4 +54,6 @@ urlpatterns = [
          name="policy_simulation_csv"),
     path("p/<slug:slug>/policy/simulations/<int:simulation_id>/sessions.csv",
          simulations.policy_simulation_sessions_csv, name="policy_simulation_sessions_csv"),
+    path("p/<slug:slug>/policy/simulations/<int:simulation_id>/turns.csv",
+         simulations.policy_simulation_turns_csv, name="policy_simulation_turns_csv"),
 ]

@@ -35,6 +35,7 @@ from toolscope.telemetry.models import Role
 RECENT = 20
 TOOL_COLUMNS = ("tool", "calls", "hard", "recoverable", "output_tokens_saved")
 SESSION_COLUMNS = ("session", "turns", "calls", "misses", "advertised_tokens", "sent_tokens")
+TURN_COLUMNS = ("session", "turn", "calls", "misses", "advertised_tokens", "sent_tokens", "sent_tools")
 
 
 class RecommendationForm(forms.Form):
@@ -182,3 +183,11 @@ def policy_simulation_sessions_csv(request: HttpRequest, access: ProjectAccess, 
     result = _get(access, simulation_id).result or {}
     rows = ([row[column] for column in SESSION_COLUMNS] for row in result.get("session_rows") or [])
     return csv_response(csv_name(access, f"simulation-{simulation_id}-sessions"), SESSION_COLUMNS, rows)
+
+
+@project_view()
+@require_safe
+def policy_simulation_turns_csv(request: HttpRequest, access: ProjectAccess, simulation_id: int) -> HttpResponse:
+    result = _get(access, simulation_id).result or {}
+    rows = ([row[column] for column in TURN_COLUMNS] for row in result.get("turn_rows") or [])
+    return csv_response(csv_name(access, f"simulation-{simulation_id}-turns-with-misses"), TURN_COLUMNS, rows)

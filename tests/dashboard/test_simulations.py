@@ -63,6 +63,10 @@ def test_an_editor_simulates_the_draft_and_reads_its_figures(editor_client, proj
                             .streaming_content).decode().splitlines()
     assert sessions_csv == ["session,turns,calls,misses,advertised_tokens,sent_tokens", "sess-0,1,2,1,600,100",
                             "sess-1,1,2,1,600,100"]
+    turns_csv = b"".join(editor_client.get(url(project, "policy_simulation_turns_csv", simulation.pk))
+                         .streaming_content).decode().splitlines()
+    assert turns_csv == ["session,turn,calls,misses,advertised_tokens,sent_tokens,sent_tools",
+                         "sess-0,0,2,1,600,100,1", "sess-1,0,2,1,600,100,1"]
     csv = b"".join(editor_client.get(url(project, "policy_simulation_csv", simulation.pk)).streaming_content)
     assert csv.decode().splitlines() == ["tool,calls,hard,recoverable,output_tokens_saved", "edit_file,2,2,0,0",
                                          "read_file,2,0,0,0"]

@@ -5,8 +5,10 @@ A run is claimed with a conditional UPDATE (pending -> running), so a second del
 task does nothing. It replays its sessions in chunks of CHUNK_SESSIONS: four queries per chunk
 (services/simulation.py), one UPDATE of the progress, and a look at the status, so a cancelled
 run stops at the next chunk. The result keeps totals, per-tool and per-day figures and the first
-MAX_MISSES misses, each with its session and turn, and a row per session (the first
-MAX_SESSION_ROWS).
+MAX_MISSES misses, each with its session and turn, a row per session (the first
+MAX_SESSION_ROWS) and a row per turn with a miss (the first MAX_TURN_ROWS): a turn without one
+is its session's row divided, and storing 200,000 of them would make the result the biggest row
+of the project.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ logger = logging.getLogger(__name__)
 CHUNK_SESSIONS = 500
 MAX_MISSES = 500
 MAX_SESSION_ROWS = 10_000
+MAX_TURN_ROWS = 10_000
 RUN_TASK = "workers.simulation_run"
 
 
@@ -169,6 +172,7 @@ class _Summary:
     days: dict[str, dict[str, int]] = field(default_factory=dict)
     misses: list[dict[str, Any]] = field(default_factory=list)
     sessions: dict[str, dict[str, int]] = field(default_factory=dict)
+    turn_rows: list[dict[str, Any]] = field(default_factory=list)
 
     def add(self, replayed: Replayed, days: dict[str, str]) -> None:
         self.turns += len(replayed.turns)
@@ -186,6 +190,10 @@ class _Summary:
             tool["recoverable"] += figures.recoverable
             tool["output_tokens_saved"] += figures.output_tokens_saved
         for row in replayed.turns:
+            if row.misses and len(self.turn_rows) < MAX_TURN_ROWS:
+                self.turn_rows.append({"session": row.session, "turn": row.turn, "calls": row.calls,
+                                       "misses": row.misses, "advertised_tokens": row.advertised_tokens,
+                                       "sent_tokens": row.sent_tokens, "sent_tools": row.sent_tools})
             if row.session in self.sessions or len(self.sessions) < MAX_SESSION_ROWS:
                 session = self.sessions.setdefault(row.session, {"turns": 0, "calls": 0, "misses": 0,
                                                                  "advertised_tokens": 0, "sent_tokens": 0})
@@ -217,6 +225,7 @@ class _Summary:
             "tools": dict(sorted(self.tools.items())), "days": dict(sorted(self.days.items())),
             "miss_list": self.misses, "miss_list_truncated": misses > len(self.misses),
             "session_rows": [{"session": key, **row} for key, row in self.sessions.items()],
+            "turn_rows": self.turn_rows,
         }
 
 

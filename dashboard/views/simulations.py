@@ -150,15 +150,7 @@ def policy_simulation_status(request: HttpRequest, access: ProjectAccess, simula
     simulation = _get(access, simulation_id)
     return JsonResponse({"status": simulation.status, "progress": simulation.progress,
                          "sessions_done": simulation.sessions_done, "sessions_total": simulation.sessions_total,
-                         "eta_seconds": _eta(simulation)})
-
-
-def _eta(simulation: Simulation) -> float | None:
-    """Seconds left at the pace so far; None before the first chunk or after the end."""
-    if simulation.status != "running" or not simulation.started_at or not 0 < simulation.progress < 1:
-        return None
-    elapsed = (timezone.now() - simulation.started_at).total_seconds()
-    return round(elapsed / simulation.progress * (1 - simulation.progress), 1)
+                         "eta_seconds": simulation.eta_seconds})
 
 
 @project_view(min_role=Role.EDITOR)

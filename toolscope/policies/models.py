@@ -345,3 +345,11 @@ class Simulation(models.Model):
     @property
     def progress(self) -> float:
         return self.sessions_done / self.sessions_total if self.sessions_total else float(self.status == "done")
+
+    @property
+    def eta_seconds(self) -> float | None:
+        """Seconds left at the pace so far; None before the first chunk or after the end."""
+        if self.status != SimulationStatus.RUNNING or not self.started_at or not 0 < self.progress < 1:
+            return None
+        elapsed = (timezone.now() - self.started_at).total_seconds()
+        return round(elapsed / self.progress * (1 - self.progress), 1)

@@ -25,7 +25,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-SEARCH_TOOL = "tool_search"
+from toolscope_agent.engine.render import SEARCH_TOOL_NAME as SEARCH_TOOL
+
 MAX_TEXT_CHARS = 300
 MAX_TEXTS_PER_TOOL = 8
 MAX_TOOLS = 2000

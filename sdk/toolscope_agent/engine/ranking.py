@@ -105,7 +105,7 @@ class Bm25fIndex:
                  history: Mapping[str, Sequence[str]] | None = None) -> None:
         self.positions = [position for position, _, _ in entries]
         self.names = [name for _, name, _ in entries]
-        documents = [tool_fields(tool) for _, name, tool in entries]
+        documents = [tool_fields(tool) for _, _, tool in entries]
         self.postings = _postings(documents)
         self._history = HistoryIndex(self.names, history or {})
         self._name_terms = [frozenset(document["name"]) for document in documents]

@@ -24,10 +24,13 @@ from django.utils import timezone
 from toolscope_agent.engine.recommend import candidates, evaluate, pareto, recommend
 
 from toolscope.policies.models import CompactionRule, ContextRule, Policy, PolicyAuditEntry, Tool, ToolGroup
-from toolscope.policies.selectors import tool_catalog
 from toolscope.policies.services.audit import audit_draft_change
 from toolscope.policies.services.documents import policy_document_build
-from toolscope.policies.services.simulation import simulation_session_rows, simulation_sessions_load
+from toolscope.policies.services.simulation import (
+    catalog_costs,
+    simulation_session_rows,
+    simulation_sessions_load,
+)
 from toolscope.telemetry.models import Project, Session
 
 CACHE_SECONDS = 3600
@@ -49,7 +52,8 @@ def policy_recommendations(*, project: Project, days: int = 14, limit: int = 200
 
 def _recommendations(project: Project, days: int, limit: int) -> dict[str, Any]:
     end = timezone.now()
-    rows = simulation_session_rows(project=project, start=end - timedelta(days=days), end=end)[-limit:]
+    rows = simulation_session_rows(project=project, start=end - timedelta(days=days), end=end, limit=limit,
+                                   newest=True)
     sessions = simulation_sessions_load(rows=[(pk, key) for pk, key, _ in rows])
     half = len(sessions) // 2
     fit, held_out = sessions[:half], sessions[half:]
@@ -57,10 +61,7 @@ def _recommendations(project: Project, days: int, limit: int) -> dict[str, Any]:
                               "candidates": [], "front": [], "recommended": None}
     if len(sessions) < MIN_SESSIONS:
         return answer
-    catalog = tool_catalog(project=project)
-    tokens = {(name, source): count for name, source, count in
-              Tool.objects.filter(project=project).values_list("name", "source", "schema_tokens")}
-    costs = {tool["name"]: tokens.get((tool["name"], tool["source"])) or 0 for tool in catalog}
+    catalog, costs = catalog_costs(project=project)
     scored = evaluate(catalog, candidates(catalog, fit), held_out, schema_tokens=costs)
     front = pareto(scored)
     best = recommend(front)

@@ -33,6 +33,7 @@ from toolscope.policies.selectors import policy_label_names, policy_label_served
 logger = logging.getLogger(__name__)
 
 ENTRY_SECONDS = 300
+QUOTE = '"'  # ETags are quoted strings
 LABEL_PATTERN = re.compile(r"^[-a-zA-Z0-9_]{1,64}$")
 # docs/policy.md's order, so a document read with curl looks like the documentation.
 DOCUMENT_ORDER = (
@@ -117,7 +118,7 @@ def _with_search_history(document: dict[str, Any], etag: str,
         return document, etag
     if history is None or not history.tools:
         return document, etag
-    etag = f'{etag.rstrip(chr(34))}-h{history.revision}"'
+    etag = f'{etag.removesuffix(QUOTE)}-h{history.revision}{QUOTE}'
     return {**document, "etag": etag, "search_history": {"revision": history.revision, "tools": history.tools}}, etag
 
 

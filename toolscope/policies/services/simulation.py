@@ -38,13 +38,18 @@ def simulation_sessions(*, project: Project, start: datetime, end: datetime, age
 
 
 def simulation_session_rows(*, project: Project, start: datetime, end: datetime, agent_name: str | None = None,
-                            model: str | None = None, limit: int | None = None) -> list[tuple[int, str, datetime]]:
-    """(id, client id, start) of the selected sessions, oldest first: one query."""
+                            model: str | None = None, limit: int | None = None,
+                            newest: bool = False) -> list[tuple[int, str, datetime]]:
+    """(id, client id, start) of the selected sessions, oldest first: one query. `limit` keeps the
+    oldest sessions, or with `newest` the newest ones (still returned oldest first)."""
     sessions = Session.objects.filter(project=project, started_at__gte=start, started_at__lt=end)
     if agent_name:
         sessions = sessions.filter(agent_name=agent_name)
     if model:
         sessions = sessions.filter(model=model)
+    if newest:
+        rows = sessions.order_by("-started_at", "-id").values_list("id", "client_id", "started_at")[:limit]
+        return list(reversed(rows))
     return list(sessions.order_by("started_at", "id").values_list("id", "client_id", "started_at")[:limit])
 
 
@@ -80,14 +85,20 @@ def policy_simulate(*, project: Project, document: dict[str, Any], sessions: lis
     return simulation_replayer(project=project, document=document, history=history)(sessions)
 
 
+def catalog_costs(*, project: Project) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """The catalog in the engine's shape and each name's schema tokens (of the definition the
+    catalog chose for it): two queries."""
+    catalog = tool_catalog(project=project)
+    tokens = {(name, source): count for name, source, count in
+              Tool.objects.filter(project=project).values_list("name", "source", "schema_tokens")}
+    return catalog, {tool["name"]: tokens.get((tool["name"], tool["source"])) or 0 for tool in catalog}
+
+
 def simulation_replayer(*, project: Project, document: dict[str, Any],
                         history: dict[str, list[str]] | None = None) -> Callable[[list[ReplaySession]], Simulation]:
     """A function replaying sessions under `document`, the catalog and its costs read once (two
     queries), for a caller that replays in chunks."""
-    catalog = tool_catalog(project=project)
-    tokens = {(name, source): count for name, source, count in
-              Tool.objects.filter(project=project).values_list("name", "source", "schema_tokens")}
-    costs = {tool["name"]: tokens.get((tool["name"], tool["source"])) or 0 for tool in catalog}
+    catalog, costs = catalog_costs(project=project)
     count = counter(project.encoding)
 
     def replay(sessions: list[ReplaySession]) -> Simulation:

@@ -29,7 +29,9 @@ from django.db.models import F
 from django.utils import timezone
 from toolscope_agent.engine.simulation import Simulation as Replayed
 
-from toolscope.policies.models import Simulation, SimulationStatus
+from toolscope.policies.models import Policy, PolicyVersion, Simulation, SimulationStatus
+from toolscope.policies.selectors import policy_label_version
+from toolscope.policies.services.documents import policy_document_build
 from toolscope.policies.services.simulation import (
     simulation_replayer,
     simulation_session_rows,
@@ -237,10 +239,6 @@ def simulation_document(*, project: Project, label: str | None = None, version: 
                         draft: bool = False, document: dict[str, Any] | None = None) -> tuple[dict[str, Any], str]:
     """The document to replay and what it is ("draft", "v3", "label production", "uploaded"):
     the one given, the draft, a version by number, or the version under a label."""
-    from toolscope.policies.models import Policy, PolicyVersion
-    from toolscope.policies.selectors import policy_label_version
-    from toolscope.policies.services.documents import policy_document_build
-
     if document is not None:
         return document, "uploaded"
     if draft:

@@ -31,6 +31,7 @@ from toolscope_agent.engine.duplicates import DuplicateTracker
 from toolscope_agent.engine.redaction import redact_arguments
 from toolscope_agent.engine.render import (
     RETRIEVE_TOOL,
+    SEARCH_TOOL as SEARCH_TOOL_DEFINITION,
     render_anthropic,
     render_definition,
     render_openai,
@@ -46,7 +47,7 @@ from toolscope_agent.engine.search import (
     search_hits,
     search_tools,
 )
-from toolscope_agent.engine.selection import Selection, SessionState, select_tools
+from toolscope_agent.engine.selection import Selection, SessionState, policy_settings, select_tools
 from toolscope_agent.engine.tokens import TokenCounter
 from toolscope_agent.errors import ToolscopeError
 from toolscope_agent.policy import PolicyCache
@@ -74,6 +75,7 @@ class ToolSelector:
         this selector compacted: its own 16 MiB store unless one is shared."""
         self.catalog: list[dict[str, Any]] = [normalize_tool(dict(tool)) for tool in tools]
         self._by_name = {tool["name"]: tool for tool in self.catalog}
+        self._search_tool = normalize_tool(copy.deepcopy(SEARCH_TOOL_DEFINITION))
         self._policy = policy
         self.state = state if state is not None else SessionState()
         self._counter = counter
@@ -111,7 +113,13 @@ class ToolSelector:
     # -- what to send -------------------------------------------------------------------------
 
     def select(self, message: str = "") -> Selection:
-        return select_tools(self.catalog, self.policy, self.state, message)
+        """This turn's selection. In `tool_search` mode a catalog without a `tool_search` tool of
+        its own gets toolscope's (engine.render.SEARCH_TOOL); `observe` answers its calls."""
+        policy = self.policy
+        catalog = self.catalog
+        if SEARCH_TOOL not in self._by_name and policy_settings(policy).mode == "tool_search":
+            catalog = [*catalog, self._search_tool]
+        return select_tools(catalog, policy, self.state, message)
 
     def tools(self, message: str = "", *, format: str = "openai") -> list[dict[str, Any]]:
         """The `tools` array for this turn's request, in the provider's shape."""

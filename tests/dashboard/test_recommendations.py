@@ -88,3 +88,22 @@ def test_too_few_sessions_say_so(viewer_client, project):
     make_policy(project)
     response = page(viewer_client, project)
     assert response.context["recommendations"]["sessions"] == 0 and b"Too few sessions" in response.content
+
+
+def test_a_large_catalog_without_a_search_tool_gets_tool_search_candidates(project, recorded):
+    from toolscope_agent.engine.recommend import LARGE_CATALOG
+
+    from toolscope.policies.services.recommendations import policy_recommendations
+
+    assert "tool_search + top 0" in {row["name"] for row in policy_recommendations(project=project, days=7)["candidates"]}
+    cache.clear()
+    project.tools.filter(name="tool_search").delete()  # a small catalog without one: none
+    assert not any(row["name"].startswith("tool_search") for row in policy_recommendations(project=project, days=7)["candidates"])
+    cache.clear()
+    for n in range(LARGE_CATALOG):
+        make_tool(project, f"extra_{n}", schema_tokens=100)
+    found = {row["name"]: row for row in policy_recommendations(project=project, days=7)["candidates"]}
+    search = found["tool_search + top 2"]
+    assert search["selection"]["always_on"] == ["read_file", "edit_file", "tool_search"]
+    # Toolscope's search tool is priced: it saves less than the same always-on set without it.
+    assert 0 < search["saved_share"] < found["always-on top 2"]["saved_share"]

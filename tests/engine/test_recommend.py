@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from itertools import pairwise
 
-from toolscope_agent.engine.recommend import candidates, evaluate, pareto, recommend
+from toolscope_agent.engine.recommend import LARGE_CATALOG, candidates, evaluate, pareto, recommend, with_search_tool
+from toolscope_agent.engine.render import SEARCH_TOOL
 from toolscope_agent.engine.simulation import RecordedCall, RecordedTurn, ReplaySession
 
 NAMES = ["read_file", "edit_file", "git_status", "git_diff", "git_commit", "deploy", "rollback",
@@ -70,3 +71,41 @@ def test_with_no_candidate_in_budget_the_least_missing_is_picked():
     scored = evaluate(CATALOG, candidates(CATALOG, history("f", 12)), history("h", 9), schema_tokens=COSTS)
     best = recommend(pareto(scored), miss_budget=-1.0)
     assert best is not None and best.miss_rate == min(c.miss_rate for c in scored)
+
+
+def test_tools_that_rules_miss_are_kept_on_cheapest_miss_first_and_rules_send_the_rest():
+    """`deploy` (12 of 24 sessions) follows the word "deploy"; `query_db` (8) and `send_email` (6)
+    follow no word a rule could learn. Coverage would keep `deploy` on first; the family learnt
+    from what rules miss keeps `query_db` on (most missed per schema token), then `send_email`,
+    and leaves `deploy` to its rule."""
+    costs = {**COSTS, "query_db": 50, "send_email": 400}
+    fit = []
+    for n in range(24):
+        if n % 2 == 0:
+            fit.append(session(f"f{n}", "deploy it now", "deploy"))
+        else:
+            unique_word = "".join(chr(97 + (7 * n + k) % 26) for k in range(5))
+            fit.append(session(f"f{n}", unique_word, "query_db" if n % 3 else "send_email"))
+    found = {c.name: c for c in candidates(CATALOG, fit, schema_tokens=costs)}
+    assert found["always-on top 1"].selection["always_on"] == ["deploy"]
+    first = found["1 rules + always-on 1 they miss"].selection
+    assert first["always_on"] == ["query_db"]
+    assert first["context_rules"] == [{"name": "group_1", "keywords": ["deploy"], "regex": None,
+                                       "groups": ["group_1"]}]
+    assert first["groups"]["group_1"] == ["deploy"]
+    assert found["1 rules + always-on 2 they miss"].selection["always_on"] == ["query_db", "send_email"]
+
+
+def test_the_same_policy_is_a_candidate_once_under_its_first_name():
+    found = candidates(CATALOG, history("f", 12), schema_tokens=COSTS)
+    sent = [(c.selection["mode"], sorted(c.selection["always_on"]), c.selection["context_rules"]) for c in found]
+    assert len(sent) == len({repr(key) for key in sent})
+    assert "always-on top 2 + 1 rules" in {c.name for c in found}
+
+
+def test_a_large_catalog_gets_toolscopes_search_tool_once():
+    catalog = [{"name": f"tool_{n}"} for n in range(LARGE_CATALOG)]
+    added, costs = with_search_tool(catalog, {"tool_0": 10}, 70)
+    assert added[-1] is SEARCH_TOOL and costs == {"tool_0": 10, "tool_search": 70}
+    assert with_search_tool(added, costs, 99) == (added, costs)
+    assert "tool_search + top 0" in {c.name for c in candidates(added, history("f", 12))}

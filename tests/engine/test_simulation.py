@@ -143,3 +143,20 @@ def test_output_rules_price_duplicates_and_compaction():
     kept = {**document, "outputs": {"duplicates": {"suppress": False}, "compaction": []}, "tools": {}}
     plain = simulate(CATALOG, kept, [session], schema_tokens=COSTS)
     assert (plain.duplicate_tokens_saved, plain.compaction_tokens_saved) == (0, 0)
+
+
+def test_a_turn_without_a_message_continues_the_task_of_the_turn_before():
+    """A turn that only carries tool results (an Anthropic transcript's later turns) is matched
+    with the session's task message, as an agent passes its task to `tools()` on every turn."""
+    rules = policy("context_rules", sticky_discovered=False, groups={"editing": ["edit_file"]},
+                   context_rules=[{"name": "fix", "keywords": ["fix"], "groups": ["editing"]}])
+    session = ReplaySession("s2", [
+        RecordedTurn(message="fix the typo", advertised=EVERYTHING, calls=[call("read_file")]),
+        RecordedTurn(message="", advertised=EVERYTHING, calls=[call("edit_file")]),
+        RecordedTurn(message="now list the files", advertised=EVERYTHING, calls=[call("edit_file")]),
+    ])
+    result = simulate(CATALOG, rules, [session], schema_tokens=COSTS)
+    # Turns 0 and 1 send read_file + edit_file (300); turn 2's own message matches no rule (100),
+    # so its edit_file call is missed.
+    assert [row.sent_tokens for row in result.turns] == [300, 300, 100]
+    assert [(m.turn, m.tool) for m in result.misses] == [(2, "edit_file")]

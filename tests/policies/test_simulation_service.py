@@ -8,9 +8,13 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from toolscope_agent.engine.render import SEARCH_TOOL
+from toolscope_agent.engine.schemas import schema_hash
+
 from tests.admin.builders import make_tool
 from tests.factories import make_session, make_tool_call, make_turn
 from toolscope.policies.services.simulation import PLACEHOLDER_TOKENS, policy_simulate, simulation_sessions
+from toolscope.tokenizer import schema_tokens
 
 NOW = timezone.now()
 COSTS = {"read_file": 100, "edit_file": 200, "run_tests": 300, "tool_search": 50}
@@ -78,3 +82,25 @@ def test_stored_outputs_are_priced_by_the_output_rules(project, recorded):
     result = policy_simulate(project=project, document=document, sessions=sessions)
     # The repeat saves its 3,000 tokens less an estimated placeholder; the first output 2,000.
     assert (result.duplicate_tokens_saved, result.compaction_tokens_saved) == (3000 - PLACEHOLDER_TOKENS, 2000)
+
+
+def test_a_tool_search_policy_on_a_catalog_without_the_tool_is_replayed_with_toolscopes(project):
+    for name in ("read_file", "git_diff"):
+        make_tool(project, name, schema_tokens=100, description=f"The {name.replace('_', ' ')} tool.")
+    turn = make_turn(make_session(project, started_at=NOW - timedelta(minutes=5)), 0,
+                     advertised=["read_file", "git_diff"], task_message="show the git diff", schema_tokens=200)
+    make_tool_call(turn, "git_diff")
+    sessions = simulation_sessions(project=project, **window())
+    document = {"selection": {"mode": "tool_search", "always_on": ["read_file", "tool_search"],
+                              "tool_search": {"top_k": 1, "ranker": "bm25f-2"}}}
+    result = policy_simulate(project=project, document=document, sessions=sessions)
+    search_tokens = schema_tokens(name="tool_search", description=SEARCH_TOOL["description"],
+                                  input_schema=SEARCH_TOOL["input_schema"], encoding=project.encoding,
+                                  schema_hash=schema_hash("tool_search", SEARCH_TOOL["description"],
+                                                          SEARCH_TOOL["input_schema"]))
+    # read_file (100) and the added search tool are sent; git_diff is found by searching the task.
+    assert 20 < search_tokens < 100 and result.sent_tokens == 100 + search_tokens
+    assert [(miss.tool, miss.kind, miss.path) for miss in result.misses] == [("git_diff", "recoverable", "search")]
+    # Another mode gets no search tool: the always-on one it names is not in the catalog.
+    document["selection"]["mode"] = "context_rules"
+    assert policy_simulate(project=project, document=document, sessions=sessions).sent_tokens == 100

@@ -96,3 +96,18 @@ def test_search_answers_what_the_tool_search_tool_returns():
     hits = selector.search("run the tests")
     assert hits and hits[0].name == "run_tests"
     assert len(hits) <= 2
+
+
+def test_tool_search_mode_adds_toolscopes_search_tool_to_a_catalog_without_one():
+    catalog = [tool for tool in TOOLS if names([tool]) != ["tool_search"]]
+    selector = ToolSelector(catalog, policy("tool_search", always_on=["read_file"]))
+    sent = selector.tools("", format="anthropic")
+    assert names(sent) == ["read_file", "tool_search"]
+    assert sent[1]["input_schema"]["required"] == ["query"] and "tools" in sent[1]["description"]
+    selector.observe("", [{"name": "tool_search", "arguments": {"query": "run the test suite"}}])
+    assert "run_tests" in names(selector.tools(""))
+    # The agent's own search tool is kept as it defined it; other modes add nothing.
+    own = ToolSelector(TOOLS, policy("tool_search", always_on=["tool_search"])).tools("", format="anthropic")
+    assert own == [{"name": "tool_search", "description": "Find tools by what they do.",
+                    "input_schema": TOOLS[-1]["input_schema"]}]
+    assert "tool_search" not in names(ToolSelector(catalog, policy("context_rules")).tools(""))

@@ -16,8 +16,13 @@ on the sessions it was fitted on):
   which the group is used in at least RULE_PRECISION of those sessions, best first, until they
   cover RULE_COVERAGE of the sessions that used the group. A candidate sends the always-on set
   plus the rules of the groups it does not already send;
-- **tool_search** variants (when the catalog has the `tool_search` tool): the same always-on sets
-  plus the search tool, in `tool_search` mode;
+- **always-on sets that rules miss**: rules learnt on the older half of the fit sessions are
+  replayed on its newer half; the tools they missed, most misses per schema token first, are the
+  always-on set and rules send the rest (k = 1 .. all of them): cheap tools that task words do
+  not predict stay on, costly ones come when asked for;
+- **tool_search** variants (when the catalog has the `tool_search` tool; `with_search_tool` adds
+  toolscope's own to a catalog of LARGE_CATALOG tools or more): the same always-on sets plus the
+  search tool, in `tool_search` mode;
 - **compaction**: a tool whose outputs' 95th percentile passes COMPACT_ABOVE tokens gets a
   head_tail rule at COMPACT_TO tokens, on every candidate.
 
@@ -28,12 +33,13 @@ the most schema tokens within a miss-rate budget (else the one missing least).
 
 from __future__ import annotations
 
+import json
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from toolscope_agent.engine.render import SEARCH_TOOL_NAME
+from toolscope_agent.engine.render import SEARCH_TOOL, SEARCH_TOOL_NAME
 from toolscope_agent.engine.simulation import ReplaySession, simulate
 from toolscope_agent.engine.text import STOPWORDS, words
 
@@ -46,6 +52,7 @@ RULE_COVERAGE = 0.95
 COMPACT_ABOVE = 4000
 COMPACT_TO = 2000
 MISS_BUDGET = 0.02
+LARGE_CATALOG = 30
 
 
 @dataclass(frozen=True)
@@ -62,26 +69,46 @@ class Candidate:
         return {"selection": self.selection, "outputs": self.outputs}
 
 
-def candidates(catalog: Sequence[Mapping[str, Any]], fit: Sequence[ReplaySession]) -> list[Candidate]:
+def candidates(catalog: Sequence[Mapping[str, Any]], fit: Sequence[ReplaySession], *,
+               schema_tokens: Mapping[str, int] | None = None) -> list[Candidate]:
     """The candidate policies learnt from `fit` (unscored)."""
     names = [tool["name"] for tool in catalog if isinstance(tool.get("name"), str)]
     ranked = _by_coverage(fit, set(names))
     groups = _groups(fit, ranked)
     rules = _rules(fit, groups)
     outputs = {"duplicates": {"suppress": True}, "compaction": _compaction(fit)}
-    found = []
+    found: dict[str, Candidate] = {}  # by what the candidate sends: the first name of each policy kept
+
+    def add(name: str, selection: dict[str, Any]) -> None:
+        key = json.dumps({**selection, "always_on": sorted(selection["always_on"])}, sort_keys=True)
+        found.setdefault(key, Candidate(name, selection, outputs))
+
+    def with_rules(always: list[str]) -> tuple[dict[str, list[str]], list[dict[str, Any]]]:
+        needed = {name: members for name, members in groups.items() if not set(members) <= set(always)}
+        return needed, [rule for rule in rules if rule["groups"][0] in needed]
+
     for k in dict.fromkeys(min(k, len(ranked)) for k in (*K_GRID, len(ranked))):
         always = ranked[:k]
-        found.append(Candidate(f"always-on top {k}", _selection("context_rules", always), outputs))
-        needed = {name: members for name, members in groups.items() if not set(members) <= set(always)}
-        kept = [rule for rule in rules if rule["groups"][0] in needed]
+        add(f"always-on top {k}", _selection("context_rules", always))
+        needed, kept = with_rules(always)
         if kept:
-            found.append(Candidate(f"always-on top {k} + {len(kept)} rules",
-                                   _selection("context_rules", always, needed, kept), outputs))
+            add(f"always-on top {k} + {len(kept)} rules", _selection("context_rules", always, needed, kept))
         if SEARCH_TOOL_NAME in names:
-            found.append(Candidate(f"tool_search + top {k}",
-                                   _selection("tool_search", [*always, SEARCH_TOOL_NAME]), outputs))
-    return found
+            add(f"tool_search + top {k}", _selection("tool_search", [*always, SEARCH_TOOL_NAME]))
+    weak = _weakly_ruled(catalog, fit, ranked, schema_tokens or {})
+    for k in range(1, len(weak) + 1):
+        needed, kept = with_rules(weak[:k])
+        add(f"{len(kept)} rules + always-on {k} they miss", _selection("context_rules", weak[:k], needed, kept))
+    return list(found.values())
+
+
+def with_search_tool(catalog: Sequence[Mapping[str, Any]], schema_tokens: Mapping[str, int],
+                     search_tokens: int) -> tuple[list[Mapping[str, Any]], dict[str, int]]:
+    """The catalog and its costs with toolscope's `tool_search` (SEARCH_TOOL, costing
+    `search_tokens`) added when the catalog has none."""
+    if any(tool.get("name") == SEARCH_TOOL_NAME for tool in catalog):
+        return list(catalog), dict(schema_tokens)
+    return [*catalog, SEARCH_TOOL], {**schema_tokens, SEARCH_TOOL_NAME: search_tokens}
 
 
 def evaluate(catalog: Sequence[Mapping[str, Any]], found: Sequence[Candidate], held_out: Sequence[ReplaySession],
@@ -172,7 +199,7 @@ def _rules(fit: Sequence[ReplaySession], groups: Mapping[str, list[str]]) -> lis
                                                for word in words_seen)
         precise = sorted((word for word, count in with_word.items()
                           if count >= RULE_SUPPORT and used_with_word[word] / count >= RULE_PRECISION),
-                         key=lambda word: (-used_with_word[word] / with_word[word], -used_with_word[word], word))
+                         key=lambda word: (-_wilson(used_with_word[word], with_word[word]), word))
         keywords: list[str] = []
         covered: set[int] = set()
         needed = {i for i, hit in enumerate(used) if hit}
@@ -188,6 +215,22 @@ def _rules(fit: Sequence[ReplaySession], groups: Mapping[str, list[str]]) -> lis
     return rules
 
 
+def _weakly_ruled(catalog: Sequence[Mapping[str, Any]], fit: Sequence[ReplaySession], ranked: list[str],
+                  schema_tokens: Mapping[str, int]) -> list[str]:
+    """The tools that rules alone would miss, most missed per schema token first: rules learnt
+    on the older half of `fit`, replayed on its newer half (nested in the fit sessions, so the
+    held-out ones stay unseen)."""
+    half = len(fit) // 2
+    inner_fit, inner_held = fit[:half], fit[half:]
+    if not inner_fit or not inner_held:
+        return []
+    groups = _groups(inner_fit, _by_coverage(inner_fit, set(ranked)))
+    selection = _selection("context_rules", [], groups, _rules(inner_fit, groups))
+    result = simulate(catalog, {"selection": selection}, inner_held, schema_tokens=schema_tokens)
+    missed = Counter(miss.tool for miss in result.misses if miss.tool in ranked)
+    return sorted(missed, key=lambda name: (-missed[name] / max(1, schema_tokens.get(name, 1)), name))
+
+
 def _compaction(fit: Sequence[ReplaySession]) -> list[dict[str, Any]]:
     sizes: dict[str, list[int]] = defaultdict(list)
     for session in fit:
@@ -201,3 +244,14 @@ def _compaction(fit: Sequence[ReplaySession]) -> list[dict[str, Any]]:
         if values[min(len(values) - 1, int(0.95 * len(values)))] > COMPACT_ABOVE:
             rules.append({"tools": name, "max_tokens": COMPACT_TO, "strategy": "head_tail"})
     return rules
+
+
+def _wilson(hits: int, total: int, z: float = 1.96) -> float:
+    """The Wilson score interval's lower bound of hits/total: a precision that trusts a word seen
+    in many sessions more than one seen in few."""
+    if total == 0:
+        return 0.0
+    share = hits / total
+    centre = share + z * z / (2 * total)
+    spread = z * ((share * (1 - share) + z * z / (4 * total)) / total) ** 0.5
+    return (centre - spread) / (1 + z * z / total)

@@ -28,6 +28,19 @@ if TYPE_CHECKING:  # selection imports this module at run time; only the type fl
 SEARCH_TOOL_NAME = "tool_search"
 """toolscope's own search tool, replaced by the provider's when `provider_search` is on."""
 
+SEARCH_TOOL: dict[str, Any] = {
+    "name": SEARCH_TOOL_NAME,
+    "description": "Find more tools for the task. Say in a few words what you need to do; the tools "
+                   "that fit best are listed and can be called from the next step on.",
+    "input_schema": {
+        "type": "object",
+        "properties": {"query": {"type": "string", "description": "What you need to do, in a few words."}},
+        "required": ["query"],
+    },
+}
+"""The `tool_search` tool sent in `tool_search` mode when the agent's catalog has none of its own
+(the SDK's selector and the MCP gateway add it; simulations and recommendations price it)."""
+
 # Anthropic's server-side tool search (public beta, header "advanced-tool-use-2025-11-20"), as
 # documented at https://platform.claude.com/docs/en/agents-and-tools/tool-use/tool-search-tool:
 # the request carries one search tool entry, {"type": "tool_search_tool_regex_20251119",

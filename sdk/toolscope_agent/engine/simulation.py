@@ -5,9 +5,12 @@ Pure, like the rest of the engine: recorded sessions and a policy document in, f
 server replays stored sessions with it; the SDK can replay its own. Each session is walked turn
 by turn with the state the agent would keep (engine/selection.SessionState):
 
-- the turn's selection is `select_tools(catalog, policy, state, turn.message)`, and its cost the
+- the turn's selection is `select_tools(catalog, policy, state, message)`, and its cost the
   schema tokens of the tools sent (plus the progressive menu's, when `menu_tokens` is given),
-  against the tokens of what the agent actually advertised on that turn;
+  against the tokens of what the agent actually advertised on that turn. `message` is the task
+  message: the turn's own, else the last one an earlier turn of the session had (a turn that
+  only carries tool results continues the task), as an agent passes its task to `tools()` on
+  every turn;
 - a recorded call whose tool the selection did not send is a **miss**. It is *recoverable* when
   the policy offers a path to the tool: progressive mode lists it on the menu (calling it
   activates it), or the policy sends the `tool_search` tool and its search, asked with the
@@ -192,8 +195,10 @@ class _Replay:
 
     def session(self, session: ReplaySession, result: Simulation) -> None:
         state = SessionState()
+        message = ""
         for index, turn in enumerate(session.turns):
-            selection = select_tools(self.catalog, self.policy, state, turn.message)
+            message = turn.message or message
+            selection = select_tools(self.catalog, self.policy, state, message)
             sent = selection.reasons
             deferred = {tool.get("name") for tool in selection.deferred}
             cost = sum(self.costs.get(name, 0) for name in sent)
@@ -206,7 +211,7 @@ class _Replay:
                 tool.calls += 1
                 self._price_output(call, tool, result)
                 if call.name not in sent:
-                    miss = self._miss(session.key, index, call.name, turn.message, deferred, SEARCH_TOOL_NAME in sent)
+                    miss = self._miss(session.key, index, call.name, message, deferred, SEARCH_TOOL_NAME in sent)
                     result.misses.append(miss)
                     misses += 1
                     if miss.kind == HARD:

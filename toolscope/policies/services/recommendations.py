@@ -21,13 +21,14 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.core.cache import cache
 from django.db import transaction
 from django.utils import timezone
-from toolscope_agent.engine.recommend import candidates, evaluate, pareto, recommend
+from toolscope_agent.engine.recommend import LARGE_CATALOG, candidates, evaluate, pareto, recommend
 
 from toolscope.policies.models import CompactionRule, ContextRule, Policy, PolicyAuditEntry, Tool, ToolGroup
 from toolscope.policies.services.audit import audit_draft_change
 from toolscope.policies.services.documents import policy_document_build
 from toolscope.policies.services.simulation import (
     catalog_costs,
+    catalog_search_tool_added,
     simulation_session_rows,
     simulation_sessions_load,
 )
@@ -62,7 +63,9 @@ def _recommendations(project: Project, days: int, limit: int) -> dict[str, Any]:
     if len(sessions) < MIN_SESSIONS:
         return answer
     catalog, costs = catalog_costs(project=project)
-    scored = evaluate(catalog, candidates(catalog, fit), held_out, schema_tokens=costs)
+    if len(catalog) >= LARGE_CATALOG:  # a tool_search policy is a candidate: the agent gets toolscope's
+        catalog, costs = catalog_search_tool_added(project=project, catalog=catalog, costs=costs)
+    scored = evaluate(catalog, candidates(catalog, fit, schema_tokens=costs), held_out, schema_tokens=costs)
     front = pareto(scored)
     best = recommend(front)
     answer.update(candidates=[asdict(candidate) for candidate in scored], front=[c.name for c in front],

@@ -12,17 +12,20 @@ policy with what was really sent; the policy's side prices the current catalog d
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
-from toolscope_agent.engine.history import SEARCH_TOOL
+from toolscope_agent.engine.recommend import with_search_tool
+from toolscope_agent.engine.render import SEARCH_TOOL, SEARCH_TOOL_NAME
+from toolscope_agent.engine.schemas import schema_hash
+from toolscope_agent.engine.selection import policy_settings
 from toolscope_agent.engine.simulation import RecordedCall, RecordedTurn, ReplaySession, Simulation, simulate
 
 from toolscope.policies.models import Tool
 from toolscope.policies.selectors import tool_catalog
 from toolscope.telemetry.models import AdvertisedSet, Project, Session, ToolCall, Turn
-from toolscope.tokenizer import counter
+from toolscope.tokenizer import counter, schema_tokens
 
 # What a duplicate's placeholder costs when the recording did not suppress it (and so counted
 # none): "[same output as <tool> call <id> (turn <n>); not repeated]" is 20-30 tokens.
@@ -68,7 +71,7 @@ def simulation_sessions_load(*, rows: list[tuple[int, str]]) -> list[ReplaySessi
                                   "duplicate_tokens", "placeholder_tokens"))
     for session_id, turn_index, name, query, output, repeated, placeholder in rows_of_calls:
         calls[(session_id, turn_index)].append(RecordedCall(
-            name, {"query": query} if name == SEARCH_TOOL else {}, output_tokens=output, duplicate_tokens=repeated,
+            name, {"query": query} if name == SEARCH_TOOL_NAME else {}, output_tokens=output, duplicate_tokens=repeated,
             placeholder_tokens=placeholder if placeholder is not None else PLACEHOLDER_TOKENS if repeated else 0))
     by_session: dict[int, list[RecordedTurn]] = defaultdict(list)
     for session_id, index, message, set_id, tokens in turns:
@@ -85,20 +88,34 @@ def policy_simulate(*, project: Project, document: dict[str, Any], sessions: lis
     return simulation_replayer(project=project, document=document, history=history)(sessions)
 
 
-def catalog_costs(*, project: Project) -> tuple[list[dict[str, Any]], dict[str, int]]:
+def catalog_costs(*, project: Project, search_tool: bool = False) -> tuple[list[Mapping[str, Any]], dict[str, int]]:
     """The catalog in the engine's shape and each name's schema tokens (of the definition the
-    catalog chose for it): two queries."""
+    catalog chose for it): two queries. With `search_tool`, toolscope's own `tool_search` is
+    added when the catalog has none (as the SDK's selector and the gateway add it)."""
     catalog = tool_catalog(project=project)
     tokens = {(name, source): count for name, source, count in
               Tool.objects.filter(project=project).values_list("name", "source", "schema_tokens")}
-    return catalog, {tool["name"]: tokens.get((tool["name"], tool["source"])) or 0 for tool in catalog}
+    costs = {tool["name"]: tokens.get((tool["name"], tool["source"])) or 0 for tool in catalog}
+    return catalog_search_tool_added(project=project, catalog=catalog, costs=costs) if search_tool else (catalog, costs)
+
+
+def catalog_search_tool_added(*, project: Project, catalog: list[Mapping[str, Any]], costs: dict[str, int],
+                              ) -> tuple[list[Mapping[str, Any]], dict[str, int]]:
+    """`catalog_costs`'s answer with toolscope's `tool_search` added (priced in the project's
+    encoding) when the catalog has none."""
+    search_tokens = schema_tokens(
+        name=SEARCH_TOOL["name"], description=SEARCH_TOOL["description"], input_schema=SEARCH_TOOL["input_schema"],
+        schema_hash=schema_hash(SEARCH_TOOL["name"], SEARCH_TOOL["description"], SEARCH_TOOL["input_schema"]),
+        encoding=project.encoding)
+    return with_search_tool(catalog, costs, search_tokens)
 
 
 def simulation_replayer(*, project: Project, document: dict[str, Any],
                         history: dict[str, list[str]] | None = None) -> Callable[[list[ReplaySession]], Simulation]:
     """A function replaying sessions under `document`, the catalog and its costs read once (two
-    queries), for a caller that replays in chunks."""
-    catalog, costs = catalog_costs(project=project)
+    queries), for a caller that replays in chunks. A `tool_search` document is replayed with
+    toolscope's search tool when the catalog has none of its own."""
+    catalog, costs = catalog_costs(project=project, search_tool=policy_settings(document).mode == "tool_search")
     count = counter(project.encoding)
 
     def replay(sessions: list[ReplaySession]) -> Simulation:

@@ -42,6 +42,8 @@ urlpatterns = [
     path("p/<slug:slug>/policy/versions/", policy.policy_versions, name="policy_versions"),
     path("p/<slug:slug>/policy/versions/<int:number>/label/", policy.policy_label_move, name="policy_label_move"),
     path("p/<slug:slug>/policy/simulations/", simulations.policy_simulations, name="policy_simulations"),
+    path("p/<slug:slug>/policy/recommendations/<int:recommendation_id>/status.json",
+         simulations.policy_recommendation_status, name="policy_recommendation_status"),
     path("p/<slug:slug>/policy/recommendations/apply/", simulations.policy_recommendation_apply,
          name="policy_recommendation_apply"),
     path("p/<slug:slug>/policy/simulations/<int:simulation_id>/", simulations.policy_simulation,

@@ -106,6 +106,10 @@ CELERY_TIMEZONE = "UTC"
 # The queue batch processing is sent to; workers consume it (`celery worker -Q`).
 INGEST_QUEUE = env_str("INGEST_QUEUE", "celery")
 CELERY_TASK_DEFAULT_QUEUE = INGEST_QUEUE
+# The queue simulations and recommendations are sent to. A replay of 200,000 turns holds a worker
+# for about 10 s, a recommendation for a minute: production gives them a worker of their own
+# (docker-compose.yml's `simulator`) so one project's replay never waits ingest out.
+SIMULATION_QUEUE = env_str("SIMULATION_QUEUE", INGEST_QUEUE)
 _HEARTBEAT_SECONDS = env_int("WORKER_HEARTBEAT_SECONDS", 30, minimum=1)
 # /readyz answers 503 once the last heartbeat is older than this (workers or beat down, or cut off
 # from the broker). Three periods ride out one late or expired heartbeat; a web process younger

@@ -17,7 +17,7 @@ from django.conf import settings
 from django.core.cache import cache
 from django.db import InterfaceError, OperationalError, connection
 
-from toolscope.policies.services import simulation_runs
+from toolscope.policies.services import recommendations, simulation_runs
 from toolscope.policies.services.search_history import search_history_refresh_active
 from toolscope.telemetry.services.batches import batches_sweep
 from toolscope.telemetry.services.processing import BatchResult, batch_attempts, batch_mark_failed, batch_process
@@ -28,11 +28,11 @@ from workers.heartbeat import heartbeat_record
 logger = logging.getLogger(__name__)
 
 
-@shared_task(name="workers.ping", ignore_result=False)
-def ping() -> dict[str, str]:
-    """Round-trip check: proves a worker took the message and reached the database; says how
-    the worker's database session commits (PostgreSQL)."""
-    reply = {"pong": socket.gethostname(), "database": connection.vendor}
+@shared_task(name="workers.ping", bind=True, ignore_result=False)
+def ping(self: Any) -> dict[str, str]:
+    """Round-trip check: proves a worker (`node`: which one) took the message and reached the
+    database; says how the worker's database session commits (PostgreSQL)."""
+    reply = {"pong": socket.gethostname(), "node": self.request.hostname or "", "database": connection.vendor}
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
             cursor.execute("SHOW synchronous_commit")
@@ -53,10 +53,21 @@ def search_history_refresh() -> int:
     return search_history_refresh_active()
 
 
-@shared_task(name=simulation_runs.RUN_TASK, ignore_result=True, acks_late=True)
+# A page's background work runs longer than processing: a replay of 2,000,000 turns or a
+# recommendation over 5,000 sessions takes a minute or two on the simulation queue.
+BACKGROUND_LIMITS = {"soft_time_limit": 600, "time_limit": 660}
+
+
+@shared_task(name=simulation_runs.RUN_TASK, ignore_result=True, acks_late=True, **BACKGROUND_LIMITS)
 def simulation_run(simulation_id: int) -> None:
     """Replay a queued simulation (a second delivery finds it claimed and returns)."""
     simulation_runs.simulation_run(simulation_id=simulation_id)
+
+
+@shared_task(name=recommendations.RUN_TASK, ignore_result=True, acks_late=True, **BACKGROUND_LIMITS)
+def recommendation_run(recommendation_id: int) -> None:
+    """Compute a queued recommendation (a second delivery finds it claimed and returns)."""
+    recommendations.recommendation_run(recommendation_id=recommendation_id)
 
 
 # Errors worth another try soon: the database blinked. Anything else may be a bug or bad data;

@@ -21,8 +21,8 @@ from django.views.decorators.http import require_http_methods, require_POST, req
 from dashboard import charts
 from dashboard.permissions import ProjectAccess, project_view
 from dashboard.views.common import csv_name, csv_response, range_from, render_page
-from toolscope.policies.models import Policy, Simulation
-from toolscope.policies.services.recommendations import policy_draft_apply, policy_recommendations
+from toolscope.policies.models import BackgroundRun, Policy, Recommendation, Simulation, SimulationStatus
+from toolscope.policies.services.recommendations import policy_draft_apply, recommendation_start
 from toolscope.policies.services.simulation_runs import (
     DocumentNotFound,
     SessionSelection,
@@ -93,34 +93,56 @@ def policy_simulations(request: HttpRequest, access: ProjectAccess) -> HttpRespo
 
 
 def _recommendations(request: HttpRequest, access: ProjectAccess) -> dict[str, Any]:
-    """The recommendation section: its form, and the candidates once asked for (?recommend)."""
+    """The recommendation section: its form, and once asked for (?recommend-days=…) the run
+    computing the candidates (a progress bar), or its candidates."""
     form = RecommendationForm(request.GET if "recommend-days" in request.GET else None)
     if not form.is_bound or not form.is_valid():
-        return {"recommend_form": form, "recommendations": None}
-    found = policy_recommendations(project=access.project, days=form.cleaned_data["days"],
-                                   limit=form.cleaned_data["limit"])
-    front = [row for row in found["candidates"] if row["name"] in found["front"]]
-    chart = charts.chart_json(charts.recommendation_curve(found["candidates"], found["front"], found["recommended"]))
-    return {"recommend_form": form, "recommendations": found, "front": front, "curve": chart if front else None}
+        return {"recommend_form": form, "recommendation": None}
+    run, _ = recommendation_start(project=access.project, days=form.cleaned_data["days"],
+                                  limit=form.cleaned_data["limit"], user=request.user,
+                                  retry="recommend-retry" in request.GET)
+    context: dict[str, Any] = {"recommend_form": form, "recommendation": run}
+    if run.status == SimulationStatus.DONE:
+        found = run.result
+        front = [row for row in found["candidates"] if row["name"] in found["front"]]
+        chart = charts.recommendation_curve(found["candidates"], found["front"], found["recommended"])
+        context.update(recommendations=found, front=front, curve=charts.chart_json(chart) if front else None)
+    return context
 
 
 @project_view(min_role=Role.EDITOR)
 @require_POST
 def policy_recommendation_apply(request: HttpRequest, access: ProjectAccess) -> HttpResponse:
-    form = RecommendationForm(request.POST)
+    pk = request.POST.get("recommendation", "")
+    run = (Recommendation.objects.filter(project=access.project, pk=pk, status=SimulationStatus.DONE).first()
+           if pk.isdigit() else None)
     policy = Policy.objects.filter(project=access.project).first()
-    if not form.is_valid() or policy is None:
-        return HttpResponse("Bad recommendation request.", status=400)
-    found = policy_recommendations(project=access.project, days=form.cleaned_data["days"],
-                                   limit=form.cleaned_data["limit"])
-    chosen = next((row for row in found["candidates"] if row["name"] == request.POST.get("name")), None)
+    if run is None or policy is None:
+        return HttpResponse("No such finished recommendation in this project.", status=400)
+    chosen = next((row for row in run.result["candidates"] if row["name"] == request.POST.get("name")), None)
     if chosen is None:
-        return HttpResponse("That candidate is no longer among the recommendations; recompute them.", status=409)
+        return HttpResponse("That candidate is not among the recommendations.", status=400)
     entry = policy_draft_apply(policy=policy, selection=chosen["selection"], outputs=chosen["outputs"],
                                user=request.user)
     change = f": {entry.summary}" if entry else " (it already was the draft)"
     messages.success(request, f"Applied “{chosen['name']}” to the draft{change}. Publish it when ready.")
     return redirect(reverse("dashboard:policy", args=[access.project.slug]))
+
+
+@project_view()
+@require_safe
+def policy_recommendation_status(request: HttpRequest, access: ProjectAccess, recommendation_id: int,
+                                 ) -> JsonResponse:
+    run = Recommendation.objects.filter(project=access.project, pk=recommendation_id).first()
+    if run is None:
+        raise Http404("No such recommendation in this project.")
+    return JsonResponse(_status(run))
+
+
+def _status(run: BackgroundRun) -> dict[str, Any]:
+    done, total = run.done_total
+    return {"status": run.status, "progress": run.progress, "done": done, "total": total,
+            "eta_seconds": run.eta_seconds}
 
 
 @project_view()
@@ -148,9 +170,8 @@ def policy_simulation(request: HttpRequest, access: ProjectAccess, simulation_id
 @require_safe
 def policy_simulation_status(request: HttpRequest, access: ProjectAccess, simulation_id: int) -> JsonResponse:
     simulation = _get(access, simulation_id)
-    return JsonResponse({"status": simulation.status, "progress": simulation.progress,
-                         "sessions_done": simulation.sessions_done, "sessions_total": simulation.sessions_total,
-                         "eta_seconds": simulation.eta_seconds})
+    return JsonResponse({**_status(simulation), "sessions_done": simulation.sessions_done,
+                         "sessions_total": simulation.sessions_total})
 
 
 @project_view(min_role=Role.EDITOR)

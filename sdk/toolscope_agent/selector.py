@@ -31,11 +31,13 @@ from toolscope_agent.engine.duplicates import DuplicateTracker
 from toolscope_agent.engine.redaction import redact_arguments
 from toolscope_agent.engine.render import (
     RETRIEVE_TOOL,
-    SEARCH_TOOL as SEARCH_TOOL_DEFINITION,
     render_anthropic,
     render_definition,
     render_openai,
     render_plain,
+)
+from toolscope_agent.engine.render import (
+    SEARCH_TOOL as SEARCH_TOOL_DEFINITION,
 )
 from toolscope_agent.engine.schemas import normalize_tool
 from toolscope_agent.engine.search import (

@@ -1,27 +1,22 @@
-"""Recommendations on the Simulate tab: candidates learnt on older sessions and scored on newer
-ones, the Pareto curve, and a point applied to the draft in one click (editors), audited."""
+"""Recommendations on the Simulate tab: computed in a worker with progress (candidates learnt on
+older sessions and scored on newer ones), the Pareto curve, and a point applied to the draft in
+one click (editors), audited; tenancy as everywhere."""
 
 from __future__ import annotations
 
 from datetime import timedelta
 
 import pytest
-from django.core.cache import cache
 from django.urls import reverse
 from django.utils import timezone
+from toolscope_agent.engine.recommend import LARGE_CATALOG
 
 from tests.admin.builders import make_policy, make_tool
 from tests.factories import make_session, make_tool_call, make_turn
-from toolscope.policies.models import PolicyAuditEntry
+from toolscope.policies.models import PolicyAuditEntry, Recommendation
+from toolscope.policies.services.recommendations import policy_recommendations, recommendation_run
 
 NAMES = ["read_file", "edit_file", "git_status", "git_diff", "git_commit", "deploy", "query_db", "tool_search"]
-
-
-@pytest.fixture(autouse=True)
-def _clean_cache():
-    cache.clear()
-    yield
-    cache.clear()
 
 
 @pytest.fixture
@@ -50,8 +45,26 @@ def page(client, project, **params):
     return client.get(reverse("dashboard:policy_simulations", args=[project.slug]), query)
 
 
-def test_the_recommendation_learns_on_older_sessions_and_scores_on_newer_ones(viewer_client, project, recorded):
-    response = page(viewer_client, project)
+def computed(client, project, capture) -> Recommendation:
+    """Ask for the recommendations (queued, shown with a progress bar), then run the worker's task."""
+    with capture(execute=False) as queued:
+        running = page(client, project)
+    run = running.context["recommendation"]
+    assert len(queued) == 1 and run.status == "pending" and b"data-progress" in running.content
+    status = reverse("dashboard:policy_recommendation_status", args=[project.slug, run.pk])
+    assert client.get(status).json() == {"status": "pending", "progress": 0.0, "done": 0, "total": 0,
+                                         "eta_seconds": None}
+    recommendation_run(recommendation_id=run.pk)
+    answer = client.get(status).json()
+    assert answer["status"] == "done" and answer["done"] == answer["total"] > 10 and answer["progress"] == 1.0
+    return Recommendation.objects.get(pk=run.pk)
+
+
+def test_the_recommendation_learns_on_older_sessions_and_scores_on_newer_ones(
+        viewer_client, project, recorded, django_capture_on_commit_callbacks):
+    computed(viewer_client, project, django_capture_on_commit_callbacks)
+    response = page(viewer_client, project)  # reopens the finished run: nothing queued again
+    assert Recommendation.objects.filter(project=project).count() == 1
     found = response.context["recommendations"]
     assert (found["sessions"], found["fit"], found["held_out"]) == (24, 12, 12)
     assert found["recommended"] == "always-on top 2 + 1 rules"
@@ -62,10 +75,19 @@ def test_the_recommendation_learns_on_older_sessions_and_scores_on_newer_ones(vi
     assert response.context["curve"] and b"data-apply" not in response.content  # a viewer cannot apply
 
 
-def test_an_editor_applies_a_point_to_the_draft(editor_client, project, recorded):
-    page(editor_client, project)
+def test_new_sessions_make_a_new_recommendation(viewer_client, project, recorded, django_capture_on_commit_callbacks):
+    first = computed(viewer_client, project, django_capture_on_commit_callbacks)
+    make_session(project)
+    with django_capture_on_commit_callbacks(execute=False) as queued:
+        again = page(viewer_client, project).context["recommendation"]
+    assert again.pk != first.pk and again.status == "pending" and len(queued) == 1
+
+
+def test_an_editor_applies_a_point_to_the_draft(editor_client, project, recorded, django_capture_on_commit_callbacks):
+    run = computed(editor_client, project, django_capture_on_commit_callbacks)
+    assert f'name="recommendation" value="{run.pk}"' in page(editor_client, project).content.decode()
     url = reverse("dashboard:policy_recommendation_apply", args=[project.slug])
-    response = editor_client.post(url, {"name": "always-on top 2 + 1 rules", **WINDOW})
+    response = editor_client.post(url, {"name": "always-on top 2 + 1 rules", "recommendation": run.pk})
     assert response.status_code == 302
     recorded.refresh_from_db()
     assert recorded.mode == "context_rules"
@@ -78,28 +100,48 @@ def test_an_editor_applies_a_point_to_the_draft(editor_client, project, recorded
     assert PolicyAuditEntry.objects.filter(project=project, action="draft_changed").count() == 1
 
 
-def test_a_viewer_cannot_apply_and_an_unknown_point_is_refused(viewer_client, editor_client, project, recorded):
+def test_a_viewer_cannot_apply_and_an_unknown_point_or_run_is_refused(
+        viewer_client, editor_client, project, other_project, recorded, django_capture_on_commit_callbacks):
+    run = computed(editor_client, project, django_capture_on_commit_callbacks)
     url = reverse("dashboard:policy_recommendation_apply", args=[project.slug])
-    assert viewer_client.post(url, {"name": "always-on top 2", **WINDOW}).status_code == 403
-    assert editor_client.post(url, {"name": "no such point", **WINDOW}).status_code == 409
+    assert viewer_client.post(url, {"name": "always-on top 2", "recommendation": run.pk}).status_code == 403
+    assert editor_client.post(url, {"name": "no such point", "recommendation": run.pk}).status_code == 400
+    assert editor_client.post(url, {"name": "always-on top 2", "recommendation": "x"}).status_code == 400
+    # Another project's run is not this project's: neither applied nor its status read.
+    foreign = Recommendation.objects.create(project=other_project, key="k", days=7, limit=100, status="done",
+                                            result=run.result)
+    assert editor_client.post(url, {"name": "always-on top 2", "recommendation": foreign.pk}).status_code == 400
+    status = reverse("dashboard:policy_recommendation_status", args=[project.slug, foreign.pk])
+    assert editor_client.get(status).status_code == 404
 
 
-def test_too_few_sessions_say_so(viewer_client, project):
+def test_a_failed_run_says_so_and_is_retried_only_when_asked(viewer_client, project, recorded,
+                                                             django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=False):
+        run = page(viewer_client, project).context["recommendation"]
+    Recommendation.objects.filter(pk=run.pk).update(status="failed", error="MemoryError")
+    shown = page(viewer_client, project)
+    assert shown.context["recommendation"].pk == run.pk and b"MemoryError" in shown.content
+    with django_capture_on_commit_callbacks(execute=False) as queued:
+        retried = page(viewer_client, project, **{"recommend-retry": 1}).context["recommendation"]
+    assert retried.pk != run.pk and retried.status == "pending" and len(queued) == 1
+
+
+def test_too_few_sessions_say_so(viewer_client, project, django_capture_on_commit_callbacks):
     make_policy(project)
+    with django_capture_on_commit_callbacks(execute=False):
+        run = page(viewer_client, project).context["recommendation"]
+    recommendation_run(recommendation_id=run.pk)
     response = page(viewer_client, project)
     assert response.context["recommendations"]["sessions"] == 0 and b"Too few sessions" in response.content
 
 
 def test_a_large_catalog_without_a_search_tool_gets_tool_search_candidates(project, recorded):
-    from toolscope_agent.engine.recommend import LARGE_CATALOG
-
-    from toolscope.policies.services.recommendations import policy_recommendations
-
-    assert "tool_search + top 0" in {row["name"] for row in policy_recommendations(project=project, days=7)["candidates"]}
-    cache.clear()
+    names = {row["name"] for row in policy_recommendations(project=project, days=7)["candidates"]}
+    assert "tool_search + top 0" in names
     project.tools.filter(name="tool_search").delete()  # a small catalog without one: none
-    assert not any(row["name"].startswith("tool_search") for row in policy_recommendations(project=project, days=7)["candidates"])
-    cache.clear()
+    names = {row["name"] for row in policy_recommendations(project=project, days=7)["candidates"]}
+    assert not any(name.startswith("tool_search") for name in names)
     for n in range(LARGE_CATALOG):
         make_tool(project, f"extra_{n}", schema_tokens=100)
     found = {row["name"]: row for row in policy_recommendations(project=project, days=7)["candidates"]}

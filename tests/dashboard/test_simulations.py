@@ -49,7 +49,8 @@ def test_an_editor_simulates_the_draft_and_reads_its_figures(editor_client, proj
     running = editor_client.get(url(project, "policy_simulation", simulation.pk))
     assert b"data-progress" in running.content and b"Cancel" in running.content
     assert editor_client.get(url(project, "policy_simulation_status", simulation.pk)).json() == {
-        "status": "pending", "progress": 0.0, "sessions_done": 0, "sessions_total": 0, "eta_seconds": None}
+        "status": "pending", "progress": 0.0, "done": 0, "total": 0, "sessions_done": 0, "sessions_total": 0,
+        "eta_seconds": None}
     simulation_run(simulation_id=simulation.pk)
     page = editor_client.get(url(project, "policy_simulation", simulation.pk))
     content = page.content.decode()

@@ -24,7 +24,7 @@ ENV_EXAMPLE = REPO_ROOT / ".env.example"
 VENV_BIN = REPO_ROOT / ".venv" / "bin"
 
 # In start order: migrate is a one-shot that must finish before the others start.
-APP_SERVICES = ("migrate", "web", "worker", "beat")
+APP_SERVICES = ("migrate", "web", "worker", "simulator", "beat")
 
 
 class InterpolationError(ValueError):

@@ -323,14 +323,23 @@ def test_compose_stack_serves_queues_and_beats(stack: Stack, monkeypatch: pytest
     try:
         reply = client.send_task("workers.ping").get(timeout=30)
     except Exception as exc:  # say why, with what the processes said
-        pytest.fail(f"workers.ping did not come back: {exc!r}\n{stack.logs()}")
-    finally:
         client.close()
-    assert reply["pong"]
+        pytest.fail(f"workers.ping did not come back: {exc!r}\n{stack.logs()}")
+    assert reply["pong"] and reply["node"].startswith("celery@")
     assert reply["database"] == "postgresql"
     # Worker sessions commit asynchronously (settings.WORKER_SYNCHRONOUS_COMMIT); the sweeper
     # covers a commit lost in a database crash.
     assert reply["synchronous_commit"] == "off"
+
+    # simulator: simulations and recommendations have a queue and a process of their own.
+    assert web_env["SIMULATION_QUEUE"] == "simulations"
+    try:
+        replayer = client.send_task("workers.ping", queue="simulations").get(timeout=30)
+    except Exception as exc:
+        pytest.fail(f"workers.ping on the simulations queue did not come back: {exc!r}\n{stack.logs()}")
+    finally:
+        client.close()
+    assert replayer["node"].startswith("simulator@") and replayer["database"] == "postgresql"
 
     # beat -> broker -> worker -> shared cache, as /readyz reports it.
     ready = stack.poll_readyz(
@@ -362,6 +371,15 @@ def test_compose_stack_serves_queues_and_beats(stack: Stack, monkeypatch: pytest
         timeout=30,
     )
     assert worker_check.returncode == 0, worker_check.stdout + worker_check.stderr + stack.logs()
+    simulator_check = subprocess.run(
+        recipe.healthcheck_argv(services["simulator"]),
+        cwd=recipe.REPO_ROOT,
+        env={**stack.envs["simulator"], "HOSTNAME": socket.gethostname()},
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert simulator_check.returncode == 0, simulator_check.stdout + simulator_check.stderr + stack.logs()
 
     stack.assert_running()
     assert time.monotonic() - started < 60

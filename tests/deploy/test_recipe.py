@@ -215,11 +215,17 @@ def test_web_serves_on_the_port_and_concurrency_from_the_environment(compose):
     assert any(str(port).endswith(":8000") for port in web["ports"])
 
 
-def test_worker_and_beat_commands(compose):
+def test_worker_simulator_and_beat_commands(compose):
     worker = recipe.as_argv(compose["services"]["worker"]["command"])
     assert worker[:4] == ["celery", "-A", "toolscope", "worker"]
     assert int(worker[worker.index("--concurrency") + 1]) >= 1
     assert worker[worker.index("--queues") + 1] == "celery"
+    # Replays and recommendations run apart from ingest, on the queue every service sends them to.
+    simulator = recipe.as_argv(compose["services"]["simulator"]["command"])
+    assert simulator[:4] == ["celery", "-A", "toolscope", "worker"]
+    queue = recipe.service_environment(compose["services"]["web"])["SIMULATION_QUEUE"]
+    assert simulator[simulator.index("--queues") + 1] == queue != "celery"
+    assert compose["services"]["simulator"]["depends_on"]["migrate"]["condition"] == "service_completed_successfully"
     beat = recipe.as_argv(compose["services"]["beat"]["command"])
     assert beat[:4] == ["celery", "-A", "toolscope", "beat"]
     # The image's user can write only to its home and /tmp.

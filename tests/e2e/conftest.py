@@ -68,7 +68,7 @@ class WorkerProcess:
 @pytest.fixture
 def ingest_queue(settings) -> str:
     """A queue no other test run consumes, so this test's worker sees only this test's batches."""
-    settings.INGEST_QUEUE = f"e2e-{uuid.uuid4().hex[:10]}"
+    settings.INGEST_QUEUE = settings.SIMULATION_QUEUE = f"e2e-{uuid.uuid4().hex[:10]}"
     return settings.INGEST_QUEUE
 
 

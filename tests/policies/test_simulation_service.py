@@ -7,7 +7,6 @@ from datetime import timedelta
 
 import pytest
 from django.utils import timezone
-
 from toolscope_agent.engine.render import SEARCH_TOOL
 from toolscope_agent.engine.schemas import schema_hash
 

@@ -311,22 +311,13 @@ class SimulationStatus(models.TextChoices):
     CANCELLED = "cancelled", "cancelled"
 
 
-class Simulation(models.Model):
-    """A policy document replayed on a selection of recorded sessions (services/simulations.py).
+class BackgroundRun(models.Model):
+    """Work a worker does for a page, with its status, progress and stored result: started once
+    per key (asking again reopens the row, done or running), claimed pending -> running by one
+    worker, read back by the page that polls it."""
 
-    Keyed by (document hash, selection): asking again for the same pair reopens this row, done
-    or running, instead of replaying again.
-    """
-
-    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="simulations")
-    key = models.CharField(max_length=64, help_text="SHA-256 of the document and the selection.")
-    document = models.JSONField()
-    document_hash = models.CharField(max_length=64, db_index=True, help_text="SHA-256 of the document alone.")
-    source = models.CharField(max_length=100, help_text='What was replayed: "draft", "v3", "uploaded".')
-    selection = models.JSONField(help_text="start, end, agent_name, model, limit.")
+    key = models.CharField(max_length=64, help_text="SHA-256 of what the run was asked for.")
     status = models.CharField(max_length=16, choices=SimulationStatus.choices, default=SimulationStatus.PENDING)
-    sessions_total = models.PositiveIntegerField(default=0)
-    sessions_done = models.PositiveIntegerField(default=0)
     result = models.JSONField(null=True, blank=True)
     error = models.TextField(blank=True)
     created_by = models.ForeignKey(
@@ -337,19 +328,69 @@ class Simulation(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
+        abstract = True
+
+    @property
+    def done_total(self) -> tuple[int, int]:
+        raise NotImplementedError
+
+    @property
+    def progress(self) -> float:
+        done, total = self.done_total
+        return done / total if total else float(self.status == SimulationStatus.DONE)
+
+    @property
+    def eta_seconds(self) -> float | None:
+        """Seconds left at the pace so far; None before the first step or after the end."""
+        if self.status != SimulationStatus.RUNNING or not self.started_at or not 0 < self.progress < 1:
+            return None
+        elapsed = (timezone.now() - self.started_at).total_seconds()
+        return round(elapsed / self.progress * (1 - self.progress), 1)
+
+
+class Simulation(BackgroundRun):
+    """A policy document replayed on a selection of recorded sessions (services/simulation_runs.py).
+
+    Keyed by (document hash, selection): asking again for the same pair reopens this row, done
+    or running, instead of replaying again.
+    """
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="simulations")
+    document = models.JSONField()
+    document_hash = models.CharField(max_length=64, db_index=True, help_text="SHA-256 of the document alone.")
+    source = models.CharField(max_length=100, help_text='What was replayed: "draft", "v3", "uploaded".')
+    selection = models.JSONField(help_text="start, end, agent_name, model, limit.")
+    sessions_total = models.PositiveIntegerField(default=0)
+    sessions_done = models.PositiveIntegerField(default=0)
+
+    class Meta:
         constraints = [models.UniqueConstraint(fields=["project", "key"], name="simulation_key_unique")]
 
     def __str__(self) -> str:
         return f"{self.project} simulation of {self.source} ({self.status})"
 
     @property
-    def progress(self) -> float:
-        return self.sessions_done / self.sessions_total if self.sessions_total else float(self.status == "done")
+    def done_total(self) -> tuple[int, int]:
+        return self.sessions_done, self.sessions_total
+
+
+class Recommendation(BackgroundRun):
+    """Candidate policies learnt from a project's recorded sessions and scored on newer ones
+    (services/recommendations.py). Keyed by (days, limit, newest session): new sessions make a
+    new one; asking again before reopens this one."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="recommendations")
+    days = models.PositiveSmallIntegerField()
+    limit = models.PositiveIntegerField()
+    candidates_total = models.PositiveIntegerField(default=0)
+    candidates_done = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["project", "key"], name="recommendation_key_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.project} recommendations from {self.days} days ({self.status})"
 
     @property
-    def eta_seconds(self) -> float | None:
-        """Seconds left at the pace so far; None before the first chunk or after the end."""
-        if self.status != SimulationStatus.RUNNING or not self.started_at or not 0 < self.progress < 1:
-            return None
-        elapsed = (timezone.now() - self.started_at).total_seconds()
-        return round(elapsed / self.progress * (1 - self.progress), 1)
+    def done_total(self) -> tuple[int, int]:
+        return self.candidates_done, self.candidates_total

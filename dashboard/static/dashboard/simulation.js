@@ -1,5 +1,6 @@
-// A running simulation's progress bar: polls its status once a second, shows sessions done and
-// the time left at the pace so far, and reloads the page (with the result) once it has ended.
+// A running simulation's (or recommendation's) progress bar: polls its status once a second,
+// shows the steps done (sessions replayed, candidates scored: the card's data-unit) and the time
+// left at the pace so far, and reloads the page (with the result) once it has ended.
 (function () {
   "use strict";
   const card = document.querySelector("[data-simulation-status]");
@@ -23,7 +24,8 @@
       return;
     }
     bar.value = status.progress;
-    let line = number.format(status.sessions_done) + " of " + number.format(status.sessions_total) + " sessions";
+    const unit = card.dataset.unit || "sessions";
+    let line = number.format(status.done) + " of " + number.format(status.total) + " " + unit;
     if (status.eta_seconds !== null) line += ", about " + Math.ceil(status.eta_seconds) + " s left";
     text.textContent = line;
     window.setTimeout(poll, 1000);

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter, defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -112,14 +112,17 @@ def with_search_tool(catalog: Sequence[Mapping[str, Any]], schema_tokens: Mappin
 
 
 def evaluate(catalog: Sequence[Mapping[str, Any]], found: Sequence[Candidate], held_out: Sequence[ReplaySession],
-             *, schema_tokens: Mapping[str, int]) -> list[Candidate]:
-    """Each candidate with its figures on `held_out`."""
+             *, schema_tokens: Mapping[str, int],
+             progress: Callable[[int, int], None] | None = None) -> list[Candidate]:
+    """Each candidate with its figures on `held_out`; `progress(done, total)` after each."""
     scored = []
     for candidate in found:
         result = simulate(catalog, candidate.document(), held_out, schema_tokens=schema_tokens)
         scored.append(Candidate(candidate.name, candidate.selection, candidate.outputs,
                                 saved_share=result.saved_share, miss_rate=result.miss_rate,
                                 hard_misses=result.hard_misses, saved_tokens=result.saved_tokens))
+        if progress is not None:
+            progress(len(scored), len(found))
     return scored
 
 
@@ -199,7 +202,7 @@ def _rules(fit: Sequence[ReplaySession], groups: Mapping[str, list[str]]) -> lis
                                                for word in words_seen)
         precise = sorted((word for word, count in with_word.items()
                           if count >= RULE_SUPPORT and used_with_word[word] / count >= RULE_PRECISION),
-                         key=lambda word: (-_wilson(used_with_word[word], with_word[word]), word))
+                         key=lambda word: (-used_with_word[word] / with_word[word], -used_with_word[word], word))
         keywords: list[str] = []
         covered: set[int] = set()
         needed = {i for i, hit in enumerate(used) if hit}
@@ -245,13 +248,3 @@ def _compaction(fit: Sequence[ReplaySession]) -> list[dict[str, Any]]:
             rules.append({"tools": name, "max_tokens": COMPACT_TO, "strategy": "head_tail"})
     return rules
 
-
-def _wilson(hits: int, total: int, z: float = 1.96) -> float:
-    """The Wilson score interval's lower bound of hits/total: a precision that trusts a word seen
-    in many sessions more than one seen in few."""
-    if total == 0:
-        return 0.0
-    share = hits / total
-    centre = share + z * z / (2 * total)
-    spread = z * ((share * (1 - share) + z * z / (4 * total)) / total) ** 0.5
-    return (centre - spread) / (1 + z * z / total)

@@ -55,7 +55,8 @@ def test_the_draft_is_simulated_a_recommendation_applied_and_published(browsing,
     with page.expect_navigation():
         page.click("[data-recommend]")
     assert page.locator("#id_recommend-days").input_value() == "30"
-    page.wait_for_function("document.querySelector('[data-chart=chart-curve] .main-svg') !== null")
+    # Computed by the worker: the page polls its progress and reloads with the curve.
+    page.wait_for_function("document.querySelector('[data-chart=chart-curve] .main-svg') !== null", timeout=60_000)
     browsing.shot("policy-recommendations")
     recommended = page.locator("tr.recommended [data-apply]")
     name = recommended.get_attribute("data-apply")

@@ -1,11 +1,12 @@
-"""Policy recommendations from the project's history (issue 14, item 4), and applying one to the
-draft.
+"""Policy recommendations from the project's history (issue 14, item 4), computed in a worker,
+and applying one to the draft.
 
-`policy_recommendations` reads a sample of recorded sessions (the newest `limit` of the last
-`days`), learns candidate policies on the older half and scores them on the newer half with the
-engine (toolscope_agent.engine.recommend): no candidate is measured on the sessions it learnt
-from. The answer is cached for an hour per (project, days, limit, newest session), so a page
-that shows it and a click that applies a point read the same candidates.
+`recommendation_start` queues a `Recommendation` for (days, limit) at the project's newest
+session, or reopens the one already made: the page shows its progress (candidates scored) and
+then its candidates. `recommendation_run`, in the worker, calls `policy_recommendations`: a
+sample of recorded sessions (the newest `limit` of the last `days`), candidate policies learnt
+on the older half and scored on the newer half with the engine
+(toolscope_agent.engine.recommend), so no candidate is measured on the sessions it learnt from.
 
 `policy_draft_apply` writes a candidate's selection and outputs into the draft in one
 transaction, with the audit entry every draft edit gets. An editor still publishes.
@@ -13,18 +14,29 @@ transaction, with the audit entry every draft edit gets. An editor still publish
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Callable
 from dataclasses import asdict
 from datetime import timedelta
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.core.cache import cache
 from django.db import transaction
 from django.utils import timezone
 from toolscope_agent.engine.recommend import LARGE_CATALOG, candidates, evaluate, pareto, recommend
 
-from toolscope.policies.models import CompactionRule, ContextRule, Policy, PolicyAuditEntry, Tool, ToolGroup
+from toolscope.policies.models import (
+    CompactionRule,
+    ContextRule,
+    Policy,
+    PolicyAuditEntry,
+    Recommendation,
+    SimulationStatus,
+    Tool,
+    ToolGroup,
+)
 from toolscope.policies.services.audit import audit_draft_change
+from toolscope.policies.services.background import background_enqueue, background_run
 from toolscope.policies.services.documents import policy_document_build
 from toolscope.policies.services.simulation import (
     catalog_costs,
@@ -34,24 +46,45 @@ from toolscope.policies.services.simulation import (
 )
 from toolscope.telemetry.models import Project, Session
 
-CACHE_SECONDS = 3600
 MIN_SESSIONS = 10
+RUN_TASK = "workers.recommendation_run"
 
 
-def policy_recommendations(*, project: Project, days: int = 14, limit: int = 2000) -> dict[str, Any]:
+def recommendation_start(*, project: Project, days: int, limit: int, user: Any = None,
+                         retry: bool = False) -> tuple[Recommendation, bool]:
+    """The recommendation for (days, limit) at the project's newest session, and whether it was
+    queued now. One already made is reopened as it is: done, running, or (unless `retry`)
+    failed."""
+    newest = Session.objects.filter(project=project).order_by("-id").values_list("id", flat=True).first()
+    key = hashlib.sha256(f"{days}:{limit}:{newest}".encode()).hexdigest()
+    with transaction.atomic():
+        existing = Recommendation.objects.select_for_update().filter(project=project, key=key).first()
+        if existing is not None and not (retry and existing.status == SimulationStatus.FAILED):
+            return existing, False
+        if existing is not None:
+            existing.delete()
+        run = Recommendation.objects.create(project=project, key=key, days=days, limit=limit,
+                                            created_by=user if user is not None and user.is_authenticated else None)
+        transaction.on_commit(lambda: background_enqueue(RUN_TASK, run.pk), robust=True)
+    return run, True
+
+
+def recommendation_run(*, recommendation_id: int) -> Recommendation | None:
+    """Compute a pending recommendation; None when it is gone or another worker has it."""
+    return background_run(Recommendation, recommendation_id, _compute)
+
+
+def _compute(run: Recommendation) -> dict[str, Any]:
+    def progress(done: int, total: int) -> None:
+        Recommendation.objects.filter(pk=run.pk).update(candidates_done=done, candidates_total=total)
+    return policy_recommendations(project=run.project, days=run.days, limit=run.limit, progress=progress)
+
+
+def policy_recommendations(*, project: Project, days: int = 14, limit: int = 2000,
+                           progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
     """{"sessions", "fit", "held_out", "candidates", "front", "recommended"}: every candidate with
     its held-out figures, the Pareto front's names, and the recommended one's name (None with
-    fewer than MIN_SESSIONS sessions)."""
-    newest = Session.objects.filter(project=project).order_by("-id").values_list("id", flat=True).first()
-    key = f"policy:recommendations:{project.pk}:{days}:{limit}:{newest}"
-    found = cache.get(key)
-    if found is None:
-        found = _recommendations(project, days, limit)
-        cache.set(key, found, CACHE_SECONDS)
-    return found
-
-
-def _recommendations(project: Project, days: int, limit: int) -> dict[str, Any]:
+    fewer than MIN_SESSIONS sessions). `progress(done, total)` follows the candidates scored."""
     end = timezone.now()
     rows = simulation_session_rows(project=project, start=end - timedelta(days=days), end=end, limit=limit,
                                    newest=True)
@@ -65,7 +98,8 @@ def _recommendations(project: Project, days: int, limit: int) -> dict[str, Any]:
     catalog, costs = catalog_costs(project=project)
     if len(catalog) >= LARGE_CATALOG:  # a tool_search policy is a candidate: the agent gets toolscope's
         catalog, costs = catalog_search_tool_added(project=project, catalog=catalog, costs=costs)
-    scored = evaluate(catalog, candidates(catalog, fit, schema_tokens=costs), held_out, schema_tokens=costs)
+    scored = evaluate(catalog, candidates(catalog, fit, schema_tokens=costs), held_out, schema_tokens=costs,
+                      progress=progress)
     front = pareto(scored)
     best = recommend(front)
     answer.update(candidates=[asdict(candidate) for candidate in scored], front=[c.name for c in front],

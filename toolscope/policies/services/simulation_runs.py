@@ -14,7 +14,6 @@ of the project.
 from __future__ import annotations
 
 import hashlib
-import logging
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -22,8 +21,6 @@ from datetime import datetime
 from typing import Any
 
 import orjson
-from celery import current_app
-from django.conf import settings
 from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
@@ -31,6 +28,7 @@ from toolscope_agent.engine.simulation import Simulation as Replayed
 
 from toolscope.policies.models import Policy, PolicyVersion, Simulation, SimulationStatus
 from toolscope.policies.selectors import policy_label_version
+from toolscope.policies.services.background import background_enqueue, background_run
 from toolscope.policies.services.documents import policy_document_build
 from toolscope.policies.services.simulation import (
     simulation_replayer,
@@ -38,8 +36,6 @@ from toolscope.policies.services.simulation import (
     simulation_sessions_load,
 )
 from toolscope.telemetry.models import Project
-
-logger = logging.getLogger(__name__)
 
 CHUNK_SESSIONS = 500
 MAX_MISSES = 500
@@ -75,17 +71,8 @@ def simulation_start(*, project: Project, document: dict[str, Any], source: str,
         simulation = Simulation.objects.create(project=project, key=key, document=document, source=source,
                                                document_hash=document_hash, selection=selection.as_json(),
                                                created_by=user)
-        transaction.on_commit(lambda: _enqueue(simulation.pk), robust=True)
+        transaction.on_commit(lambda: background_enqueue(RUN_TASK, simulation.pk), robust=True)
     return simulation, True
-
-
-def _enqueue(simulation_id: int) -> None:
-    # Looked up by name, so this service imports no task module (workers -> services, one way); a
-    # web process has not imported the app's task modules until something asks for them.
-    if RUN_TASK not in current_app.tasks:
-        current_app.loader.import_default_modules()
-    # The queue the workers consume; a replay of 200,000 turns holds one worker for about 10 s.
-    current_app.tasks[RUN_TASK].apply_async((simulation_id,), queue=settings.INGEST_QUEUE)
 
 
 def simulation_cancel(*, simulation: Simulation) -> bool:
@@ -97,23 +84,7 @@ def simulation_cancel(*, simulation: Simulation) -> bool:
 
 def simulation_run(*, simulation_id: int) -> Simulation | None:
     """Run a pending simulation to its end; None when it is gone or another worker has it."""
-    claimed = Simulation.objects.filter(pk=simulation_id, status=SimulationStatus.PENDING).update(
-        status=SimulationStatus.RUNNING, started_at=timezone.now())
-    if not claimed:
-        return None
-    simulation = Simulation.objects.select_related("project").get(pk=simulation_id)
-    try:
-        summary = _replay(simulation)
-    except Exception as exc:
-        Simulation.objects.filter(pk=simulation_id).update(
-            status=SimulationStatus.FAILED, error=f"{type(exc).__name__}", finished_at=timezone.now())
-        logger.exception("simulation %s failed", simulation_id)
-        raise
-    if summary is not None:
-        Simulation.objects.filter(pk=simulation_id, status=SimulationStatus.RUNNING).update(
-            status=SimulationStatus.DONE, result=summary, finished_at=timezone.now())
-    simulation.refresh_from_db()
-    return simulation
+    return background_run(Simulation, simulation_id, _replay)
 
 
 def _replay(simulation: Simulation) -> dict[str, Any] | None:

@@ -160,3 +160,23 @@ def test_a_turn_without_a_message_continues_the_task_of_the_turn_before():
     # so its edit_file call is missed.
     assert [row.sent_tokens for row in result.turns] == [300, 300, 100]
     assert [(m.turn, m.tool) for m in result.misses] == [(2, "edit_file")]
+
+
+def test_cached_selections_and_searches_give_each_session_what_a_replay_of_it_alone_gives():
+    """Selections are cached by (message, state) and searches by query across a replay's
+    sessions: replaying them together equals replaying each alone, in every mode."""
+    tasks = ["fix the failing tests", "show the git diff", "", "edit the file and run tests"]
+    names = ["read_file", "edit_file", "run_tests", "git_diff", "tool_search"]
+    sessions = [ReplaySession(f"s{n}", [
+        RecordedTurn(message=tasks[(n + t) % 4] if t == 0 or n % 3 == 0 else "", advertised=EVERYTHING,
+                     calls=[call(names[(n * 7 + t * 3 + k) % 5], query=tasks[n % 4]) for k in range(n % 3)],
+                     model_output="try $git_diff" if (n + t) % 5 == 0 else "")
+        for t in range(4)]) for n in range(24)]
+    for mode in ("context_rules", "progressive", "tool_search"):
+        document = policy(mode, groups={"testing": ["run_tests"]}, sticky_discovered=mode != "progressive",
+                          context_rules=[{"name": "tests", "keywords": ["tests"], "groups": ["testing"]}])
+        together = simulate(CATALOG, document, sessions, schema_tokens=COSTS, menu_tokens=len)
+        alone = [simulate(CATALOG, document, [session], schema_tokens=COSTS, menu_tokens=len) for session in sessions]
+        assert together.turns == [row for result in alone for row in result.turns], mode
+        assert together.misses == [miss for result in alone for miss in result.misses], mode
+        assert together.misses and together.sent_tokens < together.advertised_tokens, mode

@@ -43,6 +43,9 @@ from toolscope_agent.engine.selection import SessionState, policy_settings, sele
 
 RECOVERABLE = "recoverable"
 HARD = "hard"
+SELECTION_CACHE_SIZE = 100_000
+"""Selections a replay keeps by (message, state), and search answers by query; past this many
+it starts over."""
 
 
 @dataclass(frozen=True)
@@ -192,18 +195,15 @@ class _Replay:
             self.rules = []
         tools = policy.get("tools")
         self.tool_settings: Mapping[str, Any] = tools if isinstance(tools, Mapping) else {}
+        self.selections: dict[tuple[Any, ...], tuple[Mapping[str, str], frozenset[Any], int]] = {}
+        self.searches: dict[str, list[str]] = {}
 
     def session(self, session: ReplaySession, result: Simulation) -> None:
         state = SessionState()
         message = ""
         for index, turn in enumerate(session.turns):
             message = turn.message or message
-            selection = select_tools(self.catalog, self.policy, state, message)
-            sent = selection.reasons
-            deferred = {tool.get("name") for tool in selection.deferred}
-            cost = sum(self.costs.get(name, 0) for name in sent)
-            if selection.menu and self.menu_tokens is not None:
-                cost += self.menu_tokens(selection.menu)
+            sent, deferred, cost = self._selected(state, message)
             observed: list[dict[str, Any]] = []
             misses = 0
             for call in turn.calls:
@@ -226,6 +226,24 @@ class _Replay:
                 session=session.key, turn=index, sent_tokens=cost, sent_tools=len(sent), calls=len(turn.calls),
                 advertised_tokens=self._advertised_tokens(turn),
                 misses=misses))
+
+    def _selected(self, state: SessionState, message: str) -> tuple[Mapping[str, str], frozenset[Any], int]:
+        """What the policy sends for this state and message (names with reasons), the deferred
+        names and the schema tokens sent. Selection depends on nothing else, so it is cached by
+        (message, state): sessions share their first turns' states, and a session whose calls
+        stay within tools it already used keeps its state for many turns."""
+        key = (message, tuple(state.loaded), tuple(state.discovered), tuple(state.activated))
+        found = self.selections.get(key)
+        if found is None:
+            selection = select_tools(self.catalog, self.policy, state, message)
+            cost = sum(self.costs.get(name, 0) for name in selection.reasons)
+            if selection.menu and self.menu_tokens is not None:
+                cost += self.menu_tokens(selection.menu)
+            found = (selection.reasons, frozenset(tool.get("name") for tool in selection.deferred), cost)
+            if len(self.selections) >= SELECTION_CACHE_SIZE:
+                self.selections.clear()
+            self.selections[key] = found
+        return found
 
     def _price_output(self, call: RecordedCall, tool: ToolFigures, result: Simulation) -> None:
         if call.duplicate_tokens and self.suppress:
@@ -254,7 +272,8 @@ class _Replay:
             return turn.advertised_tokens
         return sum(self.costs.get(name, 0) for name in dict.fromkeys(turn.advertised))
 
-    def _miss(self, session: str, turn: int, name: str, message: str, deferred: set[Any], searchable: bool) -> Miss:
+    def _miss(self, session: str, turn: int, name: str, message: str, deferred: frozenset[Any],
+              searchable: bool) -> Miss:
         if self.settings.mode == "progressive" and name in deferred:
             return Miss(session, turn, name, RECOVERABLE, "menu")
         if searchable and name in self._search(message):
@@ -262,10 +281,18 @@ class _Replay:
         return Miss(session, turn, name, HARD, "")
 
     def _search(self, query: Any) -> list[str]:
+        """The names the policy's search answers for `query` (cached: a session asks with its task
+        message at every miss, and many sessions share a task)."""
         if not isinstance(query, str) or not query.strip():
             return []
-        hits = search_tools(self.searchable, query, self.top_k, ranker=self.ranker, history=self.history)
-        return [hit.name for hit in hits]
+        found = self.searches.get(query)
+        if found is None:
+            hits = search_tools(self.searchable, query, self.top_k, ranker=self.ranker, history=self.history)
+            found = [hit.name for hit in hits]
+            if len(self.searches) >= SELECTION_CACHE_SIZE:
+                self.searches.clear()
+            self.searches[query] = found
+        return found
 
     def _observed(self, call: RecordedCall) -> dict[str, Any]:
         if call.name != SEARCH_TOOL_NAME:

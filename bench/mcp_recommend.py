@@ -281,10 +281,16 @@ def report(project: Any) -> None:
     print(f"learnt on {found['fit']} sessions, scored on {found['held_out']}\n")
     print("| candidate (Pareto front) | schema tokens saved | calls missed | hard misses |")
     print("| --- | --- | --- | --- |")
-    for row in found["candidates"]:
-        if row["name"] in found["front"]:
-            mark = " **(recommended)**" if row["name"] == found["recommended"] else ""
-            print(f"| {row['name']}{mark} | {row['saved_share']:.1%} | {row['miss_rate']:.1%} | {row['hard_misses']} |")
+    rows = {row["name"]: row for row in found["candidates"]}
+    for name in found["front"]:  # by miss rate
+        row = rows[name]
+        mark = " **(recommended)**" if name == found["recommended"] else ""
+        print(f"| {name}{mark} | {row['saved_share']:.1%} | {row['miss_rate']:.1%} | {row['hard_misses']} |")
+    searching = [row for row in found["candidates"] if row["selection"]["mode"] == "tool_search"]
+    if searching:
+        best = min(searching, key=lambda row: (row["miss_rate"], -row["saved_share"]))
+        print(f"\nleast-missing tool_search candidate ({best['name']}): {best['saved_share']:.1%} saved, "
+              f"{best['miss_rate']:.1%} missed ({best['hard_misses']} hard)")
 
 
 if __name__ == "__main__":

@@ -21,7 +21,14 @@ from django.views.decorators.http import require_http_methods, require_POST, req
 from dashboard import charts
 from dashboard.permissions import ProjectAccess, project_view
 from dashboard.views.common import csv_name, csv_response, range_from, render_page
-from toolscope.policies.models import BackgroundRun, Policy, Recommendation, Simulation, SimulationStatus
+from toolscope.policies.models import (
+    BackgroundRun,
+    Policy,
+    Recommendation,
+    Simulation,
+    SimulationStatus,
+    SimulationTurns,
+)
 from toolscope.policies.services.recommendations import policy_draft_apply, recommendation_start
 from toolscope.policies.services.simulation_runs import (
     DocumentNotFound,
@@ -201,6 +208,10 @@ def policy_simulation_sessions_csv(request: HttpRequest, access: ProjectAccess, 
 @project_view()
 @require_safe
 def policy_simulation_turns_csv(request: HttpRequest, access: ProjectAccess, simulation_id: int) -> HttpResponse:
-    result = _get(access, simulation_id).result or {}
-    rows = ([row[column] for column in TURN_COLUMNS] for row in result.get("turn_rows") or [])
-    return csv_response(csv_name(access, f"simulation-{simulation_id}-turns-with-misses"), TURN_COLUMNS, rows)
+    """Every replayed turn (the first MAX_TURN_ROWS), or with ?misses=1 those with a miss."""
+    table = SimulationTurns.objects.filter(simulation=_get(access, simulation_id)).first()
+    sessions, rows = (table.sessions, table.rows) if table is not None else ([], [])
+    only_misses = request.GET.get("misses") == "1"
+    lines = ([sessions[index], *figures] for index, *figures in rows if not only_misses or figures[2])
+    what = "turns-with-misses" if only_misses else "turns"
+    return csv_response(csv_name(access, f"simulation-{simulation_id}-{what}"), TURN_COLUMNS, lines)

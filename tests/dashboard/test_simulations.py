@@ -121,3 +121,23 @@ def test_the_publish_page_shows_the_drafts_simulation_beside_productions(
             f'<a href="{url(project, "policy_simulation", simulation.pk)}">see them</a>')
     assert content.count(line) == 2  # the draft, and v1 (production) published from it
     assert "v1 (production)" in content
+
+
+def test_the_turns_csv_has_every_turn_or_those_with_a_miss(editor_client, project, recorded,
+                                                          django_capture_on_commit_callbacks):
+    # sess-1 goes on: edit_file, called (and missed) on turn 0, is sent on turn 1 (sticky).
+    session = project.sessions.get(client_id="sess-1")
+    make_tool_call(make_turn(session, 1, advertised=list(COSTS), task_message="", schema_tokens=600), "edit_file")
+    simulation = simulate_draft(editor_client, project, django_capture_on_commit_callbacks)
+    simulation_run(simulation_id=simulation.pk)
+
+    def csv(**params) -> list[str]:
+        response = editor_client.get(url(project, "policy_simulation_turns_csv", simulation.pk), params)
+        return b"".join(response.streaming_content).decode().splitlines()
+
+    assert csv() == ["session,turn,calls,misses,advertised_tokens,sent_tokens,sent_tools", "sess-0,0,2,1,600,100,1",
+                     "sess-1,0,2,1,600,100,1", "sess-1,1,1,0,600,300,2"]
+    assert csv(misses="1") == csv()[:3]
+    page = editor_client.get(url(project, "policy_simulation", simulation.pk))
+    assert page.context["result"]["turn_rows_stored"] == 3 and not page.context["result"]["turn_rows_truncated"]
+    assert b"Every turn (CSV)" in page.content

@@ -374,6 +374,22 @@ class Simulation(BackgroundRun):
         return self.sessions_done, self.sessions_total
 
 
+class SimulationTurns(models.Model):
+    """Every replayed turn's figures of a simulation (the first MAX_TURN_ROWS), apart from its
+    result so that pages reading the result never load them; the per-turn CSV does."""
+
+    simulation = models.OneToOneField(Simulation, on_delete=models.CASCADE, primary_key=True, related_name="turns")
+    sessions = models.JSONField(help_text="Session client ids; a row names its session by index.")
+    rows = models.JSONField(help_text="[session index, turn, calls, misses, advertised tokens, sent tokens, "
+                                      "tools sent] per turn, in replay order.")
+
+    class Meta:
+        verbose_name_plural = "simulation turns"
+
+    def __str__(self) -> str:
+        return f"turns of {self.simulation}"
+
+
 class Recommendation(BackgroundRun):
     """Candidate policies learnt from a project's recorded sessions and scored on newer ones
     (services/recommendations.py). Keyed by (days, limit, newest session): new sessions make a

@@ -5,10 +5,9 @@ A run is claimed with a conditional UPDATE (pending -> running), so a second del
 task does nothing. It replays its sessions in chunks of CHUNK_SESSIONS: four queries per chunk
 (services/simulation.py), one UPDATE of the progress, and a look at the status, so a cancelled
 run stops at the next chunk. The result keeps totals, per-tool and per-day figures and the first
-MAX_MISSES misses, each with its session and turn, a row per session (the first
-MAX_SESSION_ROWS) and a row per turn with a miss (the first MAX_TURN_ROWS): a turn without one
-is its session's row divided, and storing 200,000 of them would make the result the biggest row
-of the project.
+MAX_MISSES misses, each with its session and turn, and a row per session (the first
+MAX_SESSION_ROWS); a row per turn (the first MAX_TURN_ROWS, seven integers each) is stored apart,
+in SimulationTurns, which only the per-turn CSV reads.
 """
 
 from __future__ import annotations
@@ -26,7 +25,7 @@ from django.db.models import F
 from django.utils import timezone
 from toolscope_agent.engine.simulation import Simulation as Replayed
 
-from toolscope.policies.models import Policy, PolicyVersion, Simulation, SimulationStatus
+from toolscope.policies.models import Policy, PolicyVersion, Simulation, SimulationStatus, SimulationTurns
 from toolscope.policies.selectors import policy_label_version
 from toolscope.policies.services.background import background_enqueue, background_run
 from toolscope.policies.services.documents import policy_document_build
@@ -40,7 +39,7 @@ from toolscope.telemetry.models import Project
 CHUNK_SESSIONS = 500
 MAX_MISSES = 500
 MAX_SESSION_ROWS = 10_000
-MAX_TURN_ROWS = 10_000
+MAX_TURN_ROWS = 250_000
 RUN_TASK = "workers.simulation_run"
 
 
@@ -104,6 +103,8 @@ def _replay(simulation: Simulation) -> dict[str, Any] | None:
         days = {key: at.date().isoformat() for _, key, at in chunk}
         summary.add(replay(simulation_sessions_load(rows=[(pk, key) for pk, key, _ in chunk])), days)
         Simulation.objects.filter(pk=simulation.pk).update(sessions_done=F("sessions_done") + len(chunk))
+    SimulationTurns.objects.update_or_create(simulation=simulation, defaults={
+        "sessions": list(summary.session_index), "rows": summary.turn_rows})
     return summary.as_json(sessions=len(rows), seconds=time.monotonic() - started)
 
 
@@ -145,7 +146,8 @@ class _Summary:
     days: dict[str, dict[str, int]] = field(default_factory=dict)
     misses: list[dict[str, Any]] = field(default_factory=list)
     sessions: dict[str, dict[str, int]] = field(default_factory=dict)
-    turn_rows: list[dict[str, Any]] = field(default_factory=list)
+    turn_rows: list[list[int]] = field(default_factory=list)
+    session_index: dict[str, int] = field(default_factory=dict)
 
     def add(self, replayed: Replayed, days: dict[str, str]) -> None:
         self.turns += len(replayed.turns)
@@ -163,10 +165,10 @@ class _Summary:
             tool["recoverable"] += figures.recoverable
             tool["output_tokens_saved"] += figures.output_tokens_saved
         for row in replayed.turns:
-            if row.misses and len(self.turn_rows) < MAX_TURN_ROWS:
-                self.turn_rows.append({"session": row.session, "turn": row.turn, "calls": row.calls,
-                                       "misses": row.misses, "advertised_tokens": row.advertised_tokens,
-                                       "sent_tokens": row.sent_tokens, "sent_tools": row.sent_tools})
+            if len(self.turn_rows) < MAX_TURN_ROWS:
+                index = self.session_index.setdefault(row.session, len(self.session_index))
+                self.turn_rows.append([index, row.turn, row.calls, row.misses, row.advertised_tokens, row.sent_tokens,
+                                       row.sent_tools])
             if row.session in self.sessions or len(self.sessions) < MAX_SESSION_ROWS:
                 session = self.sessions.setdefault(row.session, {"turns": 0, "calls": 0, "misses": 0,
                                                                  "advertised_tokens": 0, "sent_tokens": 0})
@@ -198,7 +200,7 @@ class _Summary:
             "tools": dict(sorted(self.tools.items())), "days": dict(sorted(self.days.items())),
             "miss_list": self.misses, "miss_list_truncated": misses > len(self.misses),
             "session_rows": [{"session": key, **row} for key, row in self.sessions.items()],
-            "turn_rows": self.turn_rows,
+            "turn_rows_stored": len(self.turn_rows), "turn_rows_truncated": self.turns > len(self.turn_rows),
         }
 
 

@@ -75,8 +75,7 @@ class ToolSelector:
         `tokenizer`). `client` lets `retrieve_tool_output` ask the server for originals this
         selector does not hold (its key needs `policy:read`). `artifacts` keeps the originals
         this selector compacted: its own 16 MiB store unless one is shared."""
-        self.catalog: list[dict[str, Any]] = [normalize_tool(dict(tool)) for tool in tools]
-        self._by_name = {tool["name"]: tool for tool in self.catalog}
+        self.replace_tools(tools)
         self._search_tool = normalize_tool(copy.deepcopy(SEARCH_TOOL_DEFINITION))
         self._policy = policy
         self.state = state if state is not None else SessionState()
@@ -85,6 +84,12 @@ class ToolSelector:
         self.artifacts = artifacts if artifacts is not None else ArtifactStore()
         self.duplicates = DuplicateTracker()
         self._turn = 0
+
+    def replace_tools(self, tools: Iterable[Mapping[str, Any]]) -> None:
+        """Use `tools` as the catalog from now on (a server's list changed); the session's state
+        (discovered, loaded, activated tools, duplicates) is kept."""
+        self.catalog: list[dict[str, Any]] = [normalize_tool(dict(tool)) for tool in tools]
+        self._by_name = {tool["name"]: tool for tool in self.catalog}
 
     @property
     def policy(self) -> Mapping[str, Any]:

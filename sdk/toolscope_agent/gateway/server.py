@@ -1,0 +1,438 @@
+"""The gateway: one MCP server in front of several, applying the published policy to every client.
+
+Per client connection (a stdio gateway serves one; over Streamable HTTP, each `mcp-session-id`
+is one) the gateway keeps a ToolSelector, the SDK's: the same engine and session state as an
+agent that embeds the SDK, so what toolscope simulates is what the gateway does.
+
+- `tools/list` answers the selection: the policy's always-on set, what rules and the session
+  have brought in, `tool_search` in that mode (its results load tools, then
+  `notifications/tools/list_changed`), `activate_tools` in progressive mode (its description is
+  the menu; activating sends list_changed), and `retrieve_tool_output` when outputs may be
+  shortened.
+- `tools/call` is forwarded to the server that lists the tool (a tool the policy left out is
+  forwarded too, and counted as a miss), then its text output goes through the policy's output
+  rules: a placeholder for a repeat, compaction with the original behind `retrieve_tool_output`,
+  the tool's `max_result_tokens`. A tool with `requires_approval` asks the person through MCP
+  elicitation when the client offers it, else answers with a refusal the model can read.
+- Telemetry, when a toolscope section is configured: the upstream catalogs (PUT /api/v1/tools,
+  source = server name), a session per client connection, a turn per `tools/list` answer (what
+  was advertised), a tool call per call (arguments redacted, output, duration, `isError` as
+  status), through the SDK's batched, non-blocking exporter. The policy comes from the SDK's
+  PolicyCache: revalidated in the background, the last good one kept on disk, so the gateway
+  keeps serving with toolscope down.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator, Mapping
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import anyio.abc
+import anyio.to_thread
+import mcp.types as types
+from mcp.server import NotificationOptions, Server, ServerRequestContext
+from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
+from mcp.shared.exceptions import MCPError
+from mcp.shared.subscriptions import ToolsListChanged
+
+from toolscope_agent._version import __version__
+from toolscope_agent.client import Client
+from toolscope_agent.engine.compaction import RETRIEVE_TOOL_NAME, rules_from_policy
+from toolscope_agent.engine.redaction import redact_text
+from toolscope_agent.engine.render import RETRIEVE_TOOL, SEARCH_TOOL, SEARCH_TOOL_NAME, menu_text
+from toolscope_agent.gateway.config import GatewayConfig
+from toolscope_agent.gateway.upstream import Upstream
+from toolscope_agent.policy import DEFAULT_POLICY, PolicyCache
+from toolscope_agent.selector import ToolSelector
+from toolscope_agent.session import Session
+
+logger = logging.getLogger("toolscope_agent.gateway")
+
+ACTIVATE_TOOL_NAME = "activate_tools"
+ELICITATION = types.ClientCapabilities(elicitation=types.ElicitationCapability())
+APPROVAL_SCHEMA = {"type": "object", "properties": {"approve": {"type": "boolean", "title": "Allow this call"}},
+                   "required": ["approve"]}
+IDLE_SECONDS = 3600.0
+"""A Streamable HTTP client unseen this long has its session ended (telemetry) and forgotten."""
+
+
+@dataclass(frozen=True)
+class Route:
+    server: str
+    name: str  # the upstream's name for the tool
+    tool: dict[str, Any]  # as the upstream listed it, under the name clients see
+
+
+@dataclass
+class ClientState:
+    """One client connection's selector, telemetry session and what it was last told."""
+
+    key: str
+    selector: ToolSelector
+    session: Session | None
+    advertised: set[str] = field(default_factory=set)
+    server_session: Any = None  # the last request's ServerSession: notifications go through it
+    seen: float = field(default_factory=time.monotonic)
+    misses: int = 0
+
+
+class Gateway:
+    def __init__(self, config: GatewayConfig, *, transport: str = "stdio",
+                 policy: PolicyCache | Mapping[str, Any] | None = None, client: Client | None = None) -> None:
+        """`policy` and `client` default to what the configuration's toolscope section gives
+        (PolicyCache, Client), or to serving every tool and recording nothing without one."""
+        self.config, self.transport = config, transport
+        toolscope = config.toolscope
+        if client is None and toolscope is not None:
+            client = Client(toolscope.url, toolscope.api_key)
+        if policy is None:
+            policy = (PolicyCache(toolscope.url, toolscope.api_key, label=toolscope.label, ttl=toolscope.policy_ttl,
+                                  cache_dir=toolscope.cache_dir) if toolscope is not None else DEFAULT_POLICY)
+        self.policy, self.client = policy, client
+        self.upstreams = {server.name: Upstream(server, self._upstream_changed) for server in config.servers}
+        self.routes: dict[str, Route] = {}
+        self.clients: dict[str, ClientState] = {}
+        self.bus = InMemorySubscriptionBus()
+        self._wire: dict[str, types.Tool] = {}
+        self._tasks: anyio.abc.TaskGroup | None = None
+        self.stats = {"calls": 0, "misses": 0, "list_changed": 0}
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[Gateway]:
+        """Upstreams connected and listed, the policy loaded (at most its timeout), the catalogs
+        registered in the background; on exit, every client's session ended and telemetry
+        flushed."""
+        async with AsyncExitStack() as stack:  # upstreams entered and left in this task, in order
+            for upstream in self.upstreams.values():
+                await upstream.start(stack)
+            tasks = self._tasks = await stack.enter_async_context(anyio.create_task_group())
+            self._route()
+            if isinstance(self.policy, PolicyCache):
+                await anyio.to_thread.run_sync(self.policy.get)
+            # The tokenizer compaction counts with, loaded before the first call needs it.
+            await anyio.to_thread.run_sync(lambda: ToolSelector([], self.policy).counter)
+            tasks.start_soon(self._register_catalog)
+            try:
+                yield self
+            finally:
+                tasks.cancel_scope.cancel()
+                self._close_all()
+
+    def _close_all(self) -> None:
+        for state in self.clients.values():
+            if state.session is not None:
+                state.session.end()
+        self.clients.clear()
+        if self.client is not None:
+            self.client.flush(timeout=5)
+
+    def server(self) -> Server[Gateway]:
+        """The low-level MCP server to run (stdio or Streamable HTTP) inside `running()`."""
+        gateway = self
+
+        @asynccontextmanager
+        async def lifespan(_server: Server[Gateway]) -> AsyncIterator[Gateway]:
+            async with gateway.running():
+                yield gateway
+
+        return _GatewayServer("toolscope-mcp", version=__version__, lifespan=lifespan,
+                              on_list_tools=self.on_list_tools, on_call_tool=self.on_call_tool,
+                              on_subscriptions_listen=ListenHandler(self.bus))
+
+    # -- the catalog --------------------------------------------------------------------------
+
+    def _route(self) -> None:
+        """Each upstream tool under the name clients see (see config: names.prefix)."""
+        listing = [(name, tool) for name, upstream in self.upstreams.items() for tool in upstream.tools]
+        counts: dict[str, int] = {}
+        for _, tool in listing:
+            counts[tool["name"]] = counts.get(tool["name"], 0) + 1
+        routes: dict[str, Route] = {}
+        for server, tool in listing:
+            prefixed = (self.config.prefix == "always"
+                        or (self.config.prefix == "collisions" and counts[tool["name"]] > 1))
+            exposed = f"{server}{self.config.separator}{tool['name']}" if prefixed else tool["name"]
+            if exposed in routes:
+                logger.warning("tool %s of %s hidden: %s lists the same name", tool["name"], server,
+                               routes[exposed].server)
+                continue
+            routes[exposed] = Route(server, tool["name"], {**tool, "name": exposed})
+        self.routes = routes
+        self._wire = {name: types.Tool.model_validate(route.tool) for name, route in routes.items()}
+        for synthetic in (SEARCH_TOOL, RETRIEVE_TOOL, self._activate_tool("")):
+            if synthetic["name"] not in routes:
+                self._wire[synthetic["name"]] = _wire_tool(synthetic)
+        catalog = self.catalog()
+        for state in self.clients.values():
+            state.selector.replace_tools(catalog)
+
+    def catalog(self) -> list[dict[str, Any]]:
+        """The tools as the selector and toolscope see them: exposed name, source = server."""
+        return [{**route.tool, "source": route.server} for route in self.routes.values()]
+
+    async def _register_catalog(self) -> None:
+        if self.client is None:
+            return
+        client, catalog = self.client, self.catalog()
+        try:
+            await anyio.to_thread.run_sync(lambda: client.register_tools(catalog))
+        except Exception as exc:  # toolscope down or the key lacks ingest: serve anyway
+            logger.warning("could not register the catalog with toolscope: %s", exc)
+
+    async def _upstream_changed(self, upstream: Upstream) -> None:
+        self._route()
+        if self._tasks is not None:
+            self._tasks.start_soon(self._register_catalog)
+        for state in list(self.clients.values()):
+            await self._notify(state)
+
+    # -- clients ------------------------------------------------------------------------------
+
+    def _state(self, ctx: ServerRequestContext[Any]) -> ClientState:
+        key = self._client_key(ctx)
+        state = self.clients.get(key)
+        if state is None:
+            self._expire()
+            state = self.clients[key] = ClientState(key, ToolSelector(self.catalog(), self.policy, client=self.client),
+                                                    self._session(ctx))
+        state.seen = time.monotonic()
+        state.server_session = ctx.session
+        return state
+
+    def _client_key(self, ctx: ServerRequestContext[Any]) -> str:
+        request = ctx.request
+        session_id = request.headers.get("mcp-session-id") if request is not None else None
+        if session_id:
+            return f"http:{session_id}"
+        if self.transport == "stdio":
+            return "stdio"
+        info = ctx.session.client_params.client_info if ctx.session.client_params else None
+        return f"client:{info.name}/{info.version}" if info else "client:anonymous"
+
+    def _session(self, ctx: ServerRequestContext[Any]) -> Session | None:
+        if self.client is None:
+            return None
+        info = ctx.session.client_params.client_info if ctx.session.client_params else None
+        toolscope = self.config.toolscope
+        agent = ((toolscope.agent_name if toolscope is not None else None) or (info.name if info else None)
+                 or "mcp-client")
+        metadata = {"gateway": "toolscope-mcp", "gateway_version": __version__, "transport": self.transport,
+                    "servers": sorted(self.upstreams),
+                    "client": {"name": info.name, "version": info.version} if info else None}
+        session = self.client.session(agent_name=agent, metadata=metadata)
+        session.start()
+        return session
+
+    def _expire(self) -> None:
+        cutoff = time.monotonic() - IDLE_SECONDS
+        for key in [key for key, state in self.clients.items() if state.seen < cutoff]:
+            state = self.clients.pop(key)
+            if state.session is not None:
+                state.session.end()
+
+    async def _notify(self, state: ClientState) -> None:
+        """Tell the client its tools changed (both protocol eras)."""
+        self.stats["list_changed"] += 1
+        if state.server_session is not None:
+            await state.server_session.send_tool_list_changed()
+        await self.bus.publish(ToolsListChanged())
+
+    # -- tools/list -----------------------------------------------------------------------------
+
+    async def on_list_tools(self, ctx: ServerRequestContext[Any],
+                            params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+        state = self._state(ctx)
+        selection = state.selector.select("")
+        names = list(selection.names)
+        tools = [self._wire[name] for name in names]
+        if selection.mode == "progressive" and selection.deferred:
+            menu_tool = _wire_tool(self._activate_tool(menu_text(selection.deferred, (), hint_prefix="")))
+            tools.append(menu_tool)
+            names.append(ACTIVATE_TOOL_NAME)
+        if self._may_shorten(state) and RETRIEVE_TOOL_NAME not in names:
+            tools.append(self._wire[RETRIEVE_TOOL_NAME])
+            names.append(RETRIEVE_TOOL_NAME)
+        state.advertised = set(names)
+        if state.session is not None:
+            state.session.turn(tools=[self._advertised(name) for name in names if name in self.routes])
+        return types.ListToolsResult(tools=tools)
+
+    def _advertised(self, name: str) -> dict[str, Any]:
+        route = self.routes[name]
+        return {**route.tool, "source": route.server}
+
+    def _may_shorten(self, state: ClientState) -> bool:
+        policy = state.selector.policy
+        try:
+            if rules_from_policy(policy):
+                return True
+        except ValueError:
+            pass
+        tools = policy.get("tools")
+        return isinstance(tools, Mapping) and any(
+            isinstance(settings, Mapping) and settings.get("max_result_tokens") for settings in tools.values())
+
+    def _activate_tool(self, menu: str) -> dict[str, Any]:
+        lines = menu.split("\n")[1:] if menu else []
+        return {"name": ACTIVATE_TOOL_NAME,
+                "description": "More tools are available. Call this with the names of those you need; they are "
+                               "added to your tools.\n" + "\n".join(lines),
+                "inputSchema": {"type": "object", "properties": {"names": {
+                    "type": "array", "items": {"type": "string"}, "description": "Tool names from the list."}},
+                    "required": ["names"]}}
+
+    # -- tools/call -----------------------------------------------------------------------------
+
+    async def on_call_tool(self, ctx: ServerRequestContext[Any],
+                           params: types.CallToolRequestParams) -> types.CallToolResult | types.InputRequiredResult:
+        state = self._state(ctx)
+        name, arguments = params.name, dict(params.arguments or {})
+        if name not in self.routes:
+            if name == SEARCH_TOOL_NAME:
+                return await self._search(state, arguments)
+            if name == RETRIEVE_TOOL_NAME:  # may ask toolscope for an original this process does not hold
+                original = await anyio.to_thread.run_sync(state.selector.retrieve_tool_output,
+                                                          str(arguments.get("id", "")))
+                return _text(original)
+            if name == ACTIVATE_TOOL_NAME:
+                return await self._activate(state, arguments)
+            self._record(state, name, arguments, f"Unknown tool: {name}", "unknown_tool", 0.0, "not_required")
+            return _text(f"There is no tool named {name}. Use one of the tools listed.", error=True)
+        route = self.routes[name]
+        missed = name not in state.advertised
+        if missed:
+            state.misses += 1
+            self.stats["misses"] += 1
+            logger.info("%s called %s, which the policy did not send: forwarded", state.key, name)
+        approval = "not_required"
+        if state.selector.tool_settings(name).get("requires_approval"):
+            asked = await self._approval(ctx, params, name, arguments)
+            if isinstance(asked, types.InputRequiredResult):
+                return asked
+            approval = asked
+            if approval != "approved":
+                self._record(state, name, arguments, "not approved", "denied", 0.0, approval)
+                return _text(f"The call to {name} needs a person's approval, and it was not given"
+                             + (" (this client cannot ask: MCP elicitation)." if approval == "timed_out" else "."),
+                             error=True)
+        started = time.perf_counter()
+        try:
+            result = await self.upstreams[route.server].call(route.name, arguments, ctx.meta)
+        except MCPError as exc:
+            duration = (time.perf_counter() - started) * 1000
+            self._record(state, name, arguments, exc.error.message, "error", duration, approval)
+            return _text(f"{route.server} refused the call: {exc.error.message}", error=True)
+        duration = (time.perf_counter() - started) * 1000
+        self.stats["calls"] += 1
+        text = "\n".join(block.text for block in result.content if isinstance(block, types.TextContent))
+        call_id = uuid.uuid4().hex[:16]
+        if text:
+            prepared = state.selector.prepare_output(name, call_id, text)
+            if prepared != text:
+                result = _replaced(result, prepared, keep_structured="outputSchema" in route.tool)
+        state.selector.observe("", [{"name": name, "arguments": arguments}])
+        self._record(state, name, arguments, text, "error" if result.is_error else "ok", duration, approval, call_id)
+        if missed:  # sticky or activated from now on: its schema joins the list
+            await self._notify(state)
+        return result
+
+    async def _search(self, state: ClientState, arguments: dict[str, Any]) -> types.CallToolResult:
+        query = arguments.get("query")
+        if not isinstance(query, str) or not query.strip():
+            return _text("Say what you need to do in `query`.", error=True)
+        hits = await anyio.to_thread.run_sync(state.selector.search, query)  # semantic search asks toolscope
+        before = set(state.selector.state.loaded)
+        state.selector.observe("", [{"name": SEARCH_TOOL_NAME, "arguments": arguments,
+                                     "results": [hit.name for hit in hits]}])
+        self._record(state, SEARCH_TOOL_NAME, arguments, "\n".join(hit.summary for hit in hits), "ok", 0.0,
+                     "not_required")
+        if not hits:
+            return _text("No tool matches that; try other words.")
+        if set(state.selector.state.loaded) != before:
+            await self._notify(state)
+        lines = "\n".join(hit.summary for hit in hits)
+        return _text(f"These tools are now available:\n{lines}")
+
+    async def _activate(self, state: ClientState, arguments: dict[str, Any]) -> types.CallToolResult:
+        wanted = arguments.get("names")
+        if not isinstance(wanted, list) or not all(isinstance(name, str) for name in wanted):
+            return _text("Pass `names`: a list of tool names from the list.", error=True)
+        known = [name for name in wanted if name in self.routes]
+        unknown = [name for name in wanted if name not in self.routes]
+        state.selector.observe("", [{"name": name, "arguments": {}} for name in known])
+        if known:
+            await self._notify(state)
+        answer = f"Added: {', '.join(known)}." if known else "Nothing added."
+        return _text(answer + (f" Not tools here: {', '.join(unknown)}." if unknown else ""))
+
+    async def _approval(self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams, name: str,
+                        arguments: dict[str, Any]) -> str | types.InputRequiredResult:
+        """"approved", "denied" (declined or cancelled), "timed_out" (the client cannot ask),
+        or, on the stateless protocol, the InputRequiredResult the client answers by retrying."""
+        session = ctx.session
+        if not session.check_client_capability(ELICITATION):
+            return "timed_out"
+        message = f"Allow the tool {name} to run with {json.dumps(arguments, ensure_ascii=False)[:500]}?"
+        answer: Any
+        if session.can_send_request:
+            answer = await session.elicit_form(message, APPROVAL_SCHEMA, related_request_id=ctx.request_id)
+        else:
+            answered = (params.input_responses or {}).get("approval")
+            if answered is None:
+                return types.InputRequiredResult(
+                    input_requests={"approval": types.ElicitRequest(params=types.ElicitRequestFormParams(
+                        message=message, requested_schema=APPROVAL_SCHEMA))},
+                    request_state="approval")
+            answer = answered
+        content = getattr(answer, "content", None) or {}
+        accepted = getattr(answer, "action", None) == "accept" and content.get("approve") is True
+        return "approved" if accepted else "denied"
+
+    # -- telemetry ----------------------------------------------------------------------------
+
+    def _record(self, state: ClientState, name: str, arguments: dict[str, Any], output: str, status: str,
+                duration_ms: float, approval: str, call_id: str | None = None) -> None:
+        session = state.session
+        if session is None:
+            return
+        redacted = state.selector.redact(name, arguments)
+        session.tool_call(name, redacted, output=redact_text(output), status=status,  # type: ignore[arg-type]
+                          duration_ms=round(duration_ms, 3), approval=approval, call_id=call_id)  # type: ignore[arg-type]
+
+
+class _GatewayServer(Server[Gateway]):
+    """Declares `tools.listChanged`: the Streamable HTTP session manager asks for the default
+    initialization options, which would not."""
+
+    def create_initialization_options(self, notification_options: NotificationOptions | None = None,
+                                      experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+                                      extensions: Any = None) -> Any:
+        return super().create_initialization_options(notification_options or NotificationOptions(tools_changed=True),
+                                                     experimental_capabilities, extensions)
+
+
+def _wire_tool(tool: Mapping[str, Any]) -> types.Tool:
+    schema = tool.get("inputSchema", tool.get("input_schema", {"type": "object"}))
+    return types.Tool.model_validate({"name": tool["name"], "description": tool.get("description", ""),
+                                      "inputSchema": schema})
+
+
+def _text(text: str, *, error: bool = False) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(text=text)], is_error=error)
+
+
+def _replaced(result: types.CallToolResult, text: str, *, keep_structured: bool) -> types.CallToolResult:
+    """`result` with its text blocks replaced by `text` (other blocks kept). Structured content is
+    dropped with it, unless the tool declares an output schema (then the client requires it)."""
+    others = [block for block in result.content if not isinstance(block, types.TextContent)]
+    return types.CallToolResult(content=[types.TextContent(text=text), *others], is_error=result.is_error,
+                                structured_content=result.structured_content if keep_structured else None)

@@ -240,12 +240,11 @@ def test_a_regex_that_is_polynomial_or_that_re2_refuses_is_refused_inline(editor
 
 def test_publishing_problems_of_the_draft_are_shown_where_they_are(viewer_client, policy):
     CompactionRule.objects.create(policy=policy, tools="nothing_*", max_tokens=100)
-    Policy.objects.filter(pk=policy.pk).update(mode=SelectionMode.TOOL_SEARCH)
+    Policy.objects.filter(pk=policy.pk).update(search_top_k=30, search_max_top_k=20)
     response = viewer_client.get(_url(policy.project, "policy"))
     editor = response.context["editor"]
     assert editor.problems["compaction"] == ["compaction_rules[0].tools: 'nothing_*' matches no tool of the catalog"]
-    assert editor.problems["draft"] == [
-        "always_on: tool_search mode needs the 'tool_search' tool in the always-on set"]
+    assert editor.problems["draft"] == ["search_top_k: 30 is above search_max_top_k (20)"]
     assert editor.compaction.forms[0].problems == ["'nothing_*' matches no tool of the catalog"]
     assert "Publishing is blocked by" in response.content.decode()
 
@@ -315,10 +314,10 @@ def test_publishing_serves_the_new_document_to_agents(admin_client, editor_clien
 
 
 def test_a_draft_that_cannot_be_published_shows_why(admin_client, policy, django_capture_on_commit_callbacks):
-    Policy.objects.filter(pk=policy.pk).update(mode=SelectionMode.TOOL_SEARCH)
+    Policy.objects.filter(pk=policy.pk).update(search_top_k=30, search_max_top_k=20)
     response = _publish_as(admin_client, policy.project, django_capture_on_commit_callbacks)
     assert response.status_code == 400
-    assert "tool_search mode needs the &#x27;tool_search&#x27; tool" in response.content.decode()
+    assert "30 is above search_max_top_k (20)" in response.content.decode()
     assert not PolicyVersion.objects.exists()
 
 

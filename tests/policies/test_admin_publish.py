@@ -89,12 +89,11 @@ def test_posting_to_staging_moves_only_staging(policy, post_publish, publish):
 
 
 def test_posting_an_invalid_draft_publishes_nothing_and_shows_why(policy, post_publish):
-    policy.mode = "tool_search"
-    policy.always_on.clear()
+    policy.search_top_k, policy.search_max_top_k = 30, 20
     policy.save()
     response = post_publish(policy)
     assert response.status_code == 200
-    assert "tool_search mode needs the" in response.content.decode()
+    assert "30 is above search_max_top_k (20)" in response.content.decode()
     assert not PolicyVersion.objects.exists()
 
 

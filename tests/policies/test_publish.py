@@ -11,7 +11,7 @@ from django.core.exceptions import ValidationError
 
 from tests.admin.builders import make_group, make_policy
 from tests.policies.builders import make_catalog, make_rule
-from toolscope.policies.models import PolicyAuditEntry, PolicyLabel, PolicyVersion
+from toolscope.policies.models import CompactionRule, PolicyAuditEntry, PolicyLabel, PolicyVersion
 from toolscope.policies.services.publish import PolicyInvalid, policy_publish
 
 
@@ -79,10 +79,11 @@ def test_editing_the_draft_after_publishing_leaves_the_version_as_it_was(policy,
 def test_an_invalid_draft_publishes_nothing_and_carries_every_problem(policy, owner):
     policy.search_top_k, policy.search_max_top_k, policy.mode = 9, 3, "tool_search"
     policy.save()
+    CompactionRule.objects.create(policy=policy, tools="nothing*", max_tokens=100)
     with pytest.raises(PolicyInvalid) as caught:
         policy_publish(policy=policy, user=owner, comment="")
-    assert [problem.field for problem in caught.value.problems] == ["always_on", "search_top_k"]
-    assert set(caught.value.message_dict) == {"always_on", "search_top_k"}
+    assert [problem.field for problem in caught.value.problems] == ["search_top_k", "compaction_rules[0].tools"]
+    assert set(caught.value.message_dict) == {"search_top_k", "compaction_rules[0].tools"}
     assert not PolicyVersion.objects.exists()
     assert not PolicyAuditEntry.objects.exists()
 

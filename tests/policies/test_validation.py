@@ -85,12 +85,12 @@ def test_a_disabled_rule_is_not_checked_because_it_is_not_published(policy):
     assert _problems(policy) == {}
 
 
-def test_tool_search_mode_needs_the_tool_search_tool_always_on(policy, tools):
+def test_tool_search_mode_publishes_without_a_search_tool_of_the_catalog_always_on(policy, tools):
+    """The engine sends the agent's `tool_search` in that mode, or toolscope's own (the SDK's
+    selector and the gateway add it): nothing to require of the draft."""
     policy.mode = "tool_search"
     policy.save()
-    assert _problems(policy) == {
-        "always_on": "tool_search mode needs the 'tool_search' tool in the always-on set"
-    }
+    assert _problems(policy) == {}
     policy.always_on.add(tools["tool_search"])
     assert _problems(policy) == {}
 
@@ -116,7 +116,6 @@ def test_every_problem_is_reported_at_once(policy, tools, other_project):
     CompactionRule.objects.create(policy=policy, tools="nothing*", max_tokens=100)
     problems = policy_validate(policy=policy)
     assert [problem.field for problem in problems] == [
-        "always_on", "groups.release", "context_rules.slow.regex", "always_on", "search_top_k",
-        "compaction_rules[0].tools",
+        "always_on", "groups.release", "context_rules.slow.regex", "search_top_k", "compaction_rules[0].tools",
     ]
     assert all(isinstance(problem, PolicyProblem) and problem.message for problem in problems)

@@ -11,11 +11,9 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from toolscope.policies.models import Policy, SelectionMode, Tool
+from toolscope.policies.models import Policy, Tool
 from toolscope.policies.services.regex_safety import regex_problem
 from toolscope.policies.services.semantic_search import semantic_identity
-
-TOOL_SEARCH_TOOL = "tool_search"
 
 
 @dataclass(frozen=True)
@@ -81,11 +79,9 @@ def _context_rule_problems(policy: Policy) -> list[PolicyProblem]:
 
 
 def _mode_problems(policy: Policy) -> list[PolicyProblem]:
+    # tool_search mode needs no `tool_search` in the catalog or the always-on set: the engine sends
+    # the agent's own in that mode, or toolscope's (the SDK's selector and the gateway add it).
     problems = []
-    if policy.mode == SelectionMode.TOOL_SEARCH and not policy.always_on.filter(name=TOOL_SEARCH_TOOL).exists():
-        problems.append(PolicyProblem(
-            "always_on", f"tool_search mode needs the '{TOOL_SEARCH_TOOL}' tool in the always-on set"
-        ))
     if policy.search_semantic and semantic_identity() is None:
         problems.append(PolicyProblem(
             "search_semantic", "semantic search needs a model: set TOOL_SEARCH_MODEL on the server (README)"

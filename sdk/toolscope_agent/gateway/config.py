@@ -16,7 +16,8 @@
 `args`, `env`, `cwd` start a server over stdio; `url` (with `headers`) reaches one over Streamable
 HTTP; `type` ("stdio", "http" or "streamable-http") is optional. `${VAR}` and `${VAR:-default}`
 in any string are read from the environment, so keys stay out of the file. Without a
-`toolscope` section the gateway serves every tool and records nothing.
+`toolscope` section the gateway records nothing and applies `policy` (a policy document as
+GET /api/v1/policy serves one), or serves every tool.
 
 `names.prefix`: "collisions" (default) prefixes a tool with its server's name only where two
 servers list the same name; "always" prefixes every tool; "never" keeps upstream names (the
@@ -71,6 +72,7 @@ class GatewayConfig:
     toolscope: ToolscopeConfig | None = None
     prefix: str = "collisions"
     separator: str = "_"
+    policy: Mapping[str, Any] | None = None
 
 
 def load_config(path: str | Path, environ: Mapping[str, str] | None = None) -> GatewayConfig:
@@ -102,11 +104,15 @@ def parse_config(data: Any, environ: Mapping[str, str]) -> GatewayConfig:
     separator = names.get("separator", "_")
     if not isinstance(separator, str) or not re.fullmatch(r"[A-Za-z0-9_.-]{1,3}", separator):
         raise ConfigError("`names.separator` must be 1 to 3 of letters, digits, `_`, `.` or `-`")
+    policy = data.get("policy")
+    if policy is not None and not (isinstance(policy, dict) and isinstance(policy.get("selection", {}), dict)):
+        raise ConfigError("`policy` must be a policy document: an object with a `selection` object")
     return GatewayConfig(
         servers=tuple(_server(name, entry) for name, entry in servers.items()),
         toolscope=_toolscope(data.get("toolscope")),
         prefix=prefix,
         separator=separator,
+        policy=policy,
     )
 
 

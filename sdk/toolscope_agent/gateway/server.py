@@ -87,14 +87,17 @@ class Gateway:
     def __init__(self, config: GatewayConfig, *, transport: str = "stdio",
                  policy: PolicyCache | Mapping[str, Any] | None = None, client: Client | None = None) -> None:
         """`policy` and `client` default to what the configuration's toolscope section gives
-        (PolicyCache, Client), or to serving every tool and recording nothing without one."""
+        (PolicyCache, Client; the configured `policy` until toolscope first answers), or without
+        one to the configured `policy` (else every tool) and recording nothing."""
         self.config, self.transport = config, transport
         toolscope = config.toolscope
         if client is None and toolscope is not None:
             client = Client(toolscope.url, toolscope.api_key)
-        if policy is None:
-            policy = (PolicyCache(toolscope.url, toolscope.api_key, label=toolscope.label, ttl=toolscope.policy_ttl,
-                                  cache_dir=toolscope.cache_dir) if toolscope is not None else DEFAULT_POLICY)
+        if policy is None and toolscope is not None:
+            policy = PolicyCache(toolscope.url, toolscope.api_key, label=toolscope.label, ttl=toolscope.policy_ttl,
+                                 cache_dir=toolscope.cache_dir, default=dict(config.policy or DEFAULT_POLICY))
+        elif policy is None:
+            policy = config.policy if config.policy is not None else DEFAULT_POLICY
         self.policy, self.client = policy, client
         self.upstreams = {server.name: Upstream(server, self._upstream_changed) for server in config.servers}
         self.routes: dict[str, Route] = {}
@@ -113,7 +116,7 @@ class Gateway:
         flushed."""
         async with AsyncExitStack() as stack:  # upstreams entered and left in this task, in order
             for upstream in self.upstreams.values():
-                await upstream.start(stack)
+                await self._start(upstream, stack)
             tasks = self._tasks = await stack.enter_async_context(anyio.create_task_group())
             self._route()
             if isinstance(self.policy, PolicyCache):
@@ -126,6 +129,19 @@ class Gateway:
             finally:
                 tasks.cancel_scope.cancel()
                 self._close_all()
+
+    async def _start(self, upstream: Upstream, stack: AsyncExitStack) -> None:
+        """Connect one upstream; one that fails to start is left out (logged), the others serve."""
+        own = AsyncExitStack()
+        await own.__aenter__()
+        try:
+            await upstream.start(own)
+        except Exception as exc:
+            await own.aclose()
+            upstream.tools = []
+            logger.error("upstream %s did not start, its tools are left out: %s", upstream.name, _reason(exc))
+            return
+        stack.push_async_exit(own)
 
     def _close_all(self) -> None:
         for state in self.clients.values():
@@ -418,6 +434,13 @@ class _GatewayServer(Server[Gateway]):
                                       extensions: Any = None) -> Any:
         return super().create_initialization_options(notification_options or NotificationOptions(tools_changed=True),
                                                      experimental_capabilities, extensions)
+
+
+def _reason(exc: BaseException) -> str:
+    """The innermost message of an exception (anyio wraps a task's failure in groups)."""
+    while getattr(exc, "exceptions", None):
+        exc = exc.exceptions[0]  # type: ignore[attr-defined]
+    return f"{type(exc).__name__}: {exc}"
 
 
 def _wire_tool(tool: Mapping[str, Any]) -> types.Tool:

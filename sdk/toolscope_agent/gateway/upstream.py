@@ -42,7 +42,7 @@ class Upstream:
             http = await stack.enter_async_context(httpx2.AsyncClient(
                 headers=dict(self.config.headers), timeout=httpx2.Timeout(30.0, read=300.0), follow_redirects=True))
             read, write = await stack.enter_async_context(streamable_http_client(self.config.url, http_client=http))
-        self.session = await stack.enter_async_context(ClientSession(
+        self.session = await stack.enter_async_context(_PassThroughSession(
             read, write, message_handler=self._message, client_info=CLIENT_INFO))
         await self.session.initialize()
         self.tools = await self.list_tools()
@@ -74,3 +74,12 @@ class Upstream:
             await self._on_change(self)
         elif isinstance(message, Exception):
             logger.warning("upstream %s: %s", self.name, message)
+
+
+class _PassThroughSession(ClientSession):
+    """A client session that leaves results unchecked against the tools' output schemas: the
+    gateway passes them on, and the client in front checks them against the schemas it was
+    listed (checking twice cost a quarter of a millisecond per call)."""
+
+    async def validate_tool_result(self, name: str, result: types.CallToolResult) -> None:
+        return None

@@ -159,6 +159,7 @@ class SessionFilterForm(forms.Form):
     model = forms.CharField(required=False, max_length=200)
     errors = forms.ChoiceField(required=False, choices=[("", "Any"), ("yes", "With errors"), ("no", "Without")])
     near_window = forms.BooleanField(required=False, label="Near the window")
+    gateway = forms.BooleanField(required=False, label="Through the MCP gateway")
     # "<started_at ISO>|<id>" of the last row shown: keyset pagination, no COUNT and no OFFSET.
     after = forms.CharField(required=False, max_length=80, widget=forms.HiddenInput)
 
@@ -166,7 +167,8 @@ class SessionFilterForm(forms.Form):
         data = self.cleaned_data if self.is_valid() else {}
         errors = {"yes": True, "no": False}.get(data.get("errors") or "")
         return {"agent": data.get("agent") or "", "model": data.get("model") or "", "has_errors": errors,
-                "near_window": bool(data.get("near_window")), "after": cursor_parse(data.get("after") or "")}
+                "near_window": bool(data.get("near_window")), "gateway": bool(data.get("gateway")),
+                "after": cursor_parse(data.get("after") or "")}
 
 
 def cursor_parse(raw: str) -> tuple[datetime, int] | None:

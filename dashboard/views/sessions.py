@@ -13,7 +13,7 @@ from dashboard.views.common import csv_name, csv_response, csv_rows, range_from,
 from toolscope.telemetry.models import Session
 
 LIST_COLUMNS = ("client_id", "agent_name", "model", "started_at", "ended_at", "turn_count", "tool_call_count",
-                "error_count", "duplicate_tokens", "max_window_share", "near_window")
+                "error_count", "duplicate_tokens", "max_window_share", "near_window", "via")
 TURN_COLUMNS = ("index", "started_at", "model", *(key for key, _ in selectors.COMPONENTS), "estimated_input_tokens",
                 "input_tokens", selectors.UNATTRIBUTED[0], "output_tokens", "cached_tokens", "window_share",
                 "near_window")

@@ -161,3 +161,18 @@ def test_session_ids_with_a_slash_have_pages(viewer_client, project):
     session.save()
     assert viewer_client.get(reverse("dashboard:session", args=[project.slug, "run/42"])).status_code == 200
     assert viewer_client.get(reverse("dashboard:session_turns_csv", args=[project.slug, "run/42"])).status_code == 200
+
+
+def test_sessions_through_the_mcp_gateway_are_marked_and_filtered(viewer_client, project, sessions):
+    from toolscope.telemetry.models import Session
+
+    Session.objects.filter(pk=sessions["b"].pk).update(metadata={"gateway": "toolscope-mcp", "transport": "stdio"})
+    Session.objects.filter(pk=sessions["c"].pk).update(metadata={"gateway": "something else"})
+    response, listed = _listed(viewer_client, project, gateway="on")
+    assert listed == _ids(sessions, ["b"])
+    assert 'title="Recorded by toolscope-mcp, the MCP gateway">gateway</span>' in response.content.decode()
+    response, listed = _listed(viewer_client, project)
+    assert len(listed) == 4 and response.content.decode().count(">gateway</span>") == 1
+    csv = b"".join(viewer_client.get(reverse("dashboard:sessions_csv", args=[project.slug]),
+                                     {"gateway": "on"}).streaming_content).decode().splitlines()
+    assert csv[0].endswith(",via") and len(csv) == 2 and csv[1].endswith(",toolscope-mcp")

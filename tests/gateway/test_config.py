@@ -120,3 +120,28 @@ def test_only_trace_context_is_forwarded_from_a_request_s_meta():
     assert session.calls == [
         ("git_status", {"repo_path": "."}, {"traceparent": meta["traceparent"], "tracestate": "k=v"}),
         ("git_status", {}, None)]
+
+
+class RecordingTelemetry:
+    def __init__(self) -> None:
+        self.calls: list[dict[str, object]] = []
+
+    def tool_call(self, name, arguments, **fields):
+        self.calls.append({"name": name, "arguments": arguments, **fields})
+
+
+def test_arguments_and_outputs_are_redacted_before_they_leave_for_toolscope():
+    from toolscope_agent.gateway.server import ClientState
+    from toolscope_agent.selector import ToolSelector
+
+    policy = {"selection": {"mode": "all"}, "tools": {"deploy": {"redact": ["token"]}}}
+    gateway_ = Gateway(parse_config({"mcpServers": {"ops": {"command": "x"}}}, {}), policy=policy)
+    telemetry = RecordingTelemetry()
+    state = ClientState("stdio", ToolSelector([{"name": "deploy"}], policy), telemetry)  # type: ignore[arg-type]
+    secret = "AKIA" + "QWERTYUIOPASDFGH"  # an AWS access key id
+    gateway_._record(state, "deploy", {"token": "plain-looking", "env": "prod", "note": f"key {secret}"},
+                     f"deployed with {secret}; all good", "ok", 12.5, "not_required", "c1")
+    [call] = telemetry.calls
+    assert call["arguments"]["env"] == "prod" and call["arguments"]["token"] != "plain-looking"
+    assert secret not in json.dumps(call) and "[REDACTED" in call["output"]
+    assert (call["status"], call["duration_ms"], call["call_id"]) == ("ok", 12.5, "c1")

@@ -1,0 +1,115 @@
+"""Policy modes through toolscope-mcp without a toolscope (the configuration's own `policy`), with
+real mcp-server-git and mcp-server-time behind it and the official client in front: progressive
+mode's menu and activation, a tool's `max_result_tokens`, an unknown tool, and a tool the policy
+does not allow."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp.types as types
+import pytest
+from mcp import ClientSession, StdioServerParameters, stdio_client
+
+pytestmark = pytest.mark.slow
+
+BIN = Path(__file__).resolve().parents[2] / ".venv" / "bin"
+
+
+def run_with(tmp_path: Path, policy: dict[str, Any], script: Any) -> Any:
+    repository = tmp_path / "repo"
+    env = {"GIT_AUTHOR_NAME": "Ada", "GIT_AUTHOR_EMAIL": "a@example.com", "GIT_COMMITTER_NAME": "Ada",
+           "GIT_COMMITTER_EMAIL": "a@example.com", "GIT_CONFIG_GLOBAL": "/dev/null", "PATH": "/usr/bin:/bin"}
+    subprocess.run(["git", "init", "-q", "-b", "main", str(repository)], check=True, env=env)
+    for n in range(30):
+        subprocess.run(["git", "commit", "-q", "--allow-empty", "-m", f"Step {n} of the plan"], cwd=repository,
+                       check=True, env=env)
+    config = tmp_path / "gateway.json"
+    config.write_text(json.dumps({"policy": policy, "mcpServers": {
+        "git": {"command": str(BIN / "mcp-server-git"), "args": ["--repository", str(repository)]},
+        "time": {"command": str(BIN / "mcp-server-time"), "args": ["--local-timezone", "UTC"]}}}))
+
+    async def main() -> Any:
+        changed: list[str] = []
+
+        async def on_message(message: Any) -> None:
+            if isinstance(message, types.ToolListChangedNotification):
+                changed.append(message.method)
+
+        params = StdioServerParameters(command=str(BIN / "toolscope-mcp"), args=["--config", str(config)])
+        async with stdio_client(params) as (read, write), ClientSession(read, write, message_handler=on_message) as s:
+            await s.initialize()
+            return await script(s, changed, str(repository))
+
+    return anyio.run(main)
+
+
+def names(listed: types.ListToolsResult) -> list[str]:
+    return [tool.name for tool in listed.tools]
+
+
+def test_progressive_mode_lists_a_menu_and_activates_what_is_asked(tmp_path):
+    policy = {"selection": {"mode": "progressive", "always_on": ["git_status"]}}
+
+    async def script(session: ClientSession, changed: list[str], repository: str) -> tuple[Any, ...]:
+        first = await session.list_tools()
+        menu = next(tool for tool in first.tools if tool.name == "activate_tools")
+        answer = await session.call_tool("activate_tools", {"names": ["git_log", "no_such_tool"]})
+        with anyio.fail_after(10):
+            while not changed:
+                await anyio.sleep(0.02)
+        return names(first), menu.description, answer.content[0].text, names(await session.list_tools())
+
+    first, menu, answer, after = run_with(tmp_path, policy, script)
+    assert first == ["git_status", "activate_tools"]
+    assert "- git_log: " in menu and "- convert_time: " in menu and "- git_status" not in menu
+    assert answer == "Added: git_log. Not tools here: no_such_tool."
+    assert after == ["git_status", "git_log", "activate_tools"]
+
+
+def test_max_result_tokens_shortens_and_the_original_is_retrievable(tmp_path):
+    policy = {"selection": {"mode": "all"}, "tools": {"git_log": {"max_result_tokens": 60}},
+              "outputs": {"duplicates": {"suppress": False}}}
+
+    async def script(session: ClientSession, changed: list[str], repository: str) -> tuple[Any, ...]:
+        listed = names(await session.list_tools())
+        short = (await session.call_tool("git_log", {"repo_path": repository, "max_count": 30})).content[0].text
+        artifact = short.split('retrieve_tool_output(id="')[1].split('"')[0]
+        original = (await session.call_tool("retrieve_tool_output", {"id": artifact})).content[0].text
+        again = (await session.call_tool("git_log", {"repo_path": repository, "max_count": 30})).content[0].text
+        return listed, short, original, again
+
+    listed, short, original, again = run_with(tmp_path, policy, script)
+    assert listed[-1] == "retrieve_tool_output" and len(listed) == 15  # 12 git + 2 time tools
+    assert short.count("Step ") < 30 and all(f"Step {n} of the plan" in original for n in range(30))
+    assert again == short  # duplicates not suppressed: compacted alike, no placeholder
+
+
+def test_an_unknown_tool_is_an_error_the_model_can_read_and_a_left_out_one_is_forwarded(tmp_path):
+    policy = {"selection": {"mode": "context_rules", "always_on": ["get_current_time"],
+                            "allowed": ["get_current_time", "convert_time"]}}
+
+    async def script(session: ClientSession, changed: list[str], repository: str) -> tuple[Any, ...]:
+        listed = names(await session.list_tools())
+        unknown = await session.call_tool("no_such_tool", {})
+        converted = await session.call_tool("convert_time", {"source_timezone": "UTC", "time": "12:00",
+                                                             "target_timezone": "Asia/Tokyo"})
+        with anyio.fail_after(10):
+            while not changed:
+                await anyio.sleep(0.02)
+        # Not allowed at all: still forwarded (a client that kept an old list must not be stuck).
+        status = await session.call_tool("git_status", {"repo_path": repository})
+        return listed, unknown, converted, status, names(await session.list_tools())
+
+    listed, unknown, converted, status, after = run_with(tmp_path, policy, script)
+    assert listed == ["get_current_time"]
+    assert unknown.is_error
+    assert unknown.content[0].text == "There is no tool named no_such_tool. Use one of the tools listed."
+    assert not converted.is_error and "Asia/Tokyo" in converted.content[0].text
+    assert not status.is_error and "On branch main" in status.content[0].text
+    # convert_time was called: sent from then on (sticky); git_status is not allowed: never listed.
+    assert after == ["get_current_time", "convert_time"]

@@ -113,3 +113,38 @@ def test_an_unknown_tool_is_an_error_the_model_can_read_and_a_left_out_one_is_fo
     assert not status.is_error and "On branch main" in status.content[0].text
     # convert_time was called: sent from then on (sticky); git_status is not allowed: never listed.
     assert after == ["get_current_time", "convert_time"]
+
+
+def test_a_client_on_the_stateless_protocol_is_told_of_loads_and_asked_for_approval(tmp_path):
+    """mcp.Client picks the 2026-07-28 protocol: no server-to-client requests and no unsolicited
+    notifications. The gateway publishes list changes to its `subscriptions/listen` stream and
+    asks for approval with an InputRequiredResult, which the client answers by retrying."""
+    from mcp import Client
+
+    policy = {"selection": {"mode": "tool_search", "always_on": []},
+              "tools": {"git_create_branch": {"requires_approval": True}}}
+    asked: list[str] = []
+
+    async def approve(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"approve": True})
+
+    async def script(session: ClientSession, changed: list[str], repository: str) -> tuple[Any, ...]:
+        config = tmp_path / "gateway.json"  # the same gateway, reached by the high-level client
+        params = StdioServerParameters(command=str(BIN / "toolscope-mcp"), args=["--config", str(config)])
+        async with Client(params, elicitation_callback=approve) as client:
+            before = [tool.name for tool in (await client.list_tools()).tools]
+            async with client.listen(tools_list_changed=True) as events:
+                await client.call_tool("tool_search", {"query": "create a new git branch"})
+                with anyio.fail_after(10):
+                    async for _ in events:
+                        break
+            after = [tool.name for tool in (await client.list_tools(cache_mode="refresh")).tools]
+            created = await client.call_tool("git_create_branch", {"repo_path": repository,
+                                                                   "branch_name": "from-modern"})
+            return client.protocol_version, before, after, created
+
+    protocol, before, after, created = run_with(tmp_path, policy, script)
+    assert protocol == "2026-07-28" and before == ["tool_search"] and "git_create_branch" in after
+    assert not created.is_error and "from-modern" in created.content[0].text
+    assert len(asked) == 1 and "git_create_branch" in asked[0]

@@ -60,17 +60,17 @@ class Stub(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
-    def do_GET(self) -> None:  # noqa: N802 -- http.server's naming
+    def do_GET(self) -> None:
         self._answer(200, POLICY)
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         raw = self.rfile.read(int(self.headers.get("Content-Length", 0)))
         if self.headers.get("Content-Encoding") == "gzip":
             raw = gzip.decompress(raw)
         Stub.events += len(json.loads(raw).get("events", []))
         self._answer(202, {"results": []})
 
-    def do_PUT(self) -> None:  # noqa: N802
+    def do_PUT(self) -> None:
         self.rfile.read(int(self.headers.get("Content-Length", 0)))
         self._answer(200, {"results": []})
 
@@ -136,7 +136,7 @@ def main() -> None:
             f"{percentile(values, 0.5) - percentile(direct, 0.5):+.2f} ms | "
             f"{percentile(values, 0.99) - percentile(direct, 0.99):+.2f} ms")
         print(f"| {name} | {percentile(values, 0.5):.2f} ms | {percentile(values, 0.9):.2f} ms | "
-              f"{percentile(values, 0.99):.2f} ms | {statistics.fmean(values):.2f} ms | {added or '– | –'} |")
+              f"{percentile(values, 0.99):.2f} ms | {statistics.fmean(values):.2f} ms | {added or '- | -'} |")
 
 
 if __name__ == "__main__":

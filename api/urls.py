@@ -4,6 +4,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, Spec
 from api.views.artifacts import ArtifactView
 from api.views.ingest import IngestView, TranscriptView
 from api.views.policy import PolicyView
+from api.views.read import BatchView, OverviewView, SessionsView, SessionView, ToolStatsView
 from api.views.resolve import ResolveView, ToolSearchView
 from api.views.simulations import SimulationsView, SimulationView
 from api.views.tools import ToolsView
@@ -18,6 +19,11 @@ urlpatterns = [
     path("policy/resolve", ResolveView.as_view(), name="policy-resolve"),
     path("tools/search", ToolSearchView.as_view(), name="tools-search"),
     path("artifacts/<str:artifact_id>", ArtifactView.as_view(), name="artifact"),
+    path("sessions", SessionsView.as_view(), name="sessions"),
+    path("sessions/<path:client_id>", SessionView.as_view(), name="session"),
+    path("tools/stats", ToolStatsView.as_view(), name="tools-stats"),
+    path("overview", OverviewView.as_view(), name="overview"),
+    path("batches/<int:batch_id>", BatchView.as_view(), name="batch"),
     path("simulations", SimulationsView.as_view(), name="simulations"),
     path("simulations/<int:simulation_id>", SimulationView.as_view(), name="simulation"),
     path("schema", SpectacularAPIView.as_view(authentication_classes=[], permission_classes=[]), name="schema"),

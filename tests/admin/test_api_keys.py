@@ -37,7 +37,7 @@ def test_the_add_form_asks_for_project_name_and_scope_checkboxes_only(root_clien
     form = response.context["adminform"].form
     assert list(form.fields) == ["project", "name", "scopes"]
     assert isinstance(form.fields["scopes"].widget, CheckboxSelectMultiple)
-    assert [value for value, _ in form.fields["scopes"].choices] == ["ingest", "policy:read", "admin"]
+    assert [value for value, _ in form.fields["scopes"].choices] == ["ingest", "policy:read", "read", "admin"]
     assert 'name="prefix"' not in response.content.decode()
     assert 'name="secret_hash"' not in response.content.decode()
 

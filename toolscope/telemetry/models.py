@@ -63,6 +63,7 @@ class Membership(models.Model):
 class Scope(models.TextChoices):
     INGEST = "ingest", "ingest"
     POLICY_READ = "policy:read", "policy:read"
+    READ = "read", "read"
     ADMIN = "admin", "admin"
 
 

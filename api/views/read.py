@@ -1,0 +1,243 @@
+"""The read API (scope `read`): what the dashboard shows, as JSON.
+
+- GET /api/v1/sessions: the sessions of a range, filtered as on the Sessions page, newest first,
+  in pages (`next_cursor`: keyset pagination, page 100 costs page 1).
+- GET /api/v1/sessions/{client_id}: one session with every turn (its context budget) and call
+  (status, tokens, the call it duplicates, its compaction artifact).
+- GET /api/v1/tools/stats: every tool's usage over a range beside its catalog figures.
+- GET /api/v1/overview: the range's KPIs beside the previous period of the same length.
+- GET /api/v1/batches/{id}: an ingest batch's status and each of its events' outcome.
+
+Tenancy as everywhere: a key reads its own project only; another project's session or batch is a
+404, never a 403 that would confirm it exists.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from django.utils import timezone
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema
+from rest_framework import exceptions, serializers
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from api.views.resolve import READ_ERRORS
+from dashboard import selectors
+from toolscope.telemetry.models import BatchStatus, IngestBatch, QuarantinedEvent, ToolCall
+
+
+class _GivenMeansValidated:
+    """A query parameter that, when present, is validated even when empty: `start=` is a 400,
+    not the default (DRF reads an empty optional query value as absent)."""
+
+    field_name: str
+
+    def get_value(self, dictionary: Any) -> Any:
+        if dictionary.get(self.field_name) == "":
+            return ""
+        return super().get_value(dictionary)  # type: ignore[misc]
+
+
+class StrictDateTimeField(_GivenMeansValidated, serializers.DateTimeField):
+    pass
+
+
+class StrictChoiceField(_GivenMeansValidated, serializers.ChoiceField):
+    pass
+
+
+class StrictBooleanField(_GivenMeansValidated, serializers.BooleanField):
+    pass
+
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+CURSOR = r"^[0-9]{1,20}_[0-9]{1,20}$"
+MAX_ID = 2**63 - 1
+LATEST = datetime(3000, 1, 1, tzinfo=UTC)
+
+
+class RangeQuery(serializers.Serializer):
+    start = StrictDateTimeField(required=False, help_text="ISO 8601; default: 24 hours before `end`.")
+    end = StrictDateTimeField(required=False, help_text="ISO 8601, exclusive; default: now. A range that "
+                              "ends before it starts holds nothing.")
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        """Within 1970-3000: no row is outside, and the overview's previous period (as long,
+        just before) stays a date Python can hold."""
+        end = attrs.get("end") or timezone.now()
+        start = attrs.get("start") or end - timedelta(hours=24)
+        return {**attrs, "start": min(max(start, EPOCH), LATEST), "end": min(max(end, EPOCH), LATEST)}
+
+
+class SessionsQuery(RangeQuery):
+    agent = serializers.CharField(required=False, allow_blank=True, max_length=200)
+    model = serializers.CharField(required=False, allow_blank=True, max_length=200)
+    errors = StrictChoiceField(required=False, choices=["yes", "no"],
+                                     help_text="yes: sessions with a failed call; no: without.")
+    near_window = StrictBooleanField(required=False, default=False)
+    gateway = StrictBooleanField(required=False, default=False,
+                                       help_text="Only sessions recorded through toolscope-mcp, the MCP gateway.")
+    cursor = serializers.RegexField(CURSOR, required=False, allow_blank=True,
+                                    help_text="The previous page's next_cursor (where it ended: the start time "
+                                              "in microseconds since the epoch, and the id).")
+    limit = serializers.IntegerField(required=False, min_value=1, max_value=500, default=50)
+
+    def validate_cursor(self, value: str) -> tuple[datetime, int] | None:
+        """Any cursor of the documented shape is one: past the newest row, it reads from the top."""
+        if not value:
+            return None
+        micros, pk = (int(part) for part in value.split("_"))
+        try:
+            moment = EPOCH + timedelta(microseconds=micros)
+        except OverflowError:
+            moment = datetime.max.replace(tzinfo=UTC)
+        return moment, min(pk, MAX_ID)
+
+
+def _query(serializer_class: type[serializers.Serializer], request: Request) -> dict[str, Any]:
+    serializer = serializer_class(data=request.query_params)
+    serializer.is_valid(raise_exception=True)
+    return dict(serializer.validated_data)
+
+
+def _range(data: dict[str, Any]) -> dict[str, Any]:
+    return {"start": data["start"], "end": data["end"]}
+
+
+SESSION_EXAMPLE = {"results": [{
+    "client_id": "run-42", "agent_name": "coder", "model": "gpt-4o", "started_at": "2026-11-26T09:00:00Z",
+    "ended_at": "2026-11-26T09:04:10Z", "turn_count": 12, "tool_call_count": 19, "error_count": 1,
+    "duplicate_tokens": 840, "max_window_share": 0.41, "near_window": False, "via": None}],
+    "next_cursor": "1795683600000000_1841"}
+
+
+class SessionsView(APIView):
+    required_scope = "read"
+
+    @extend_schema(
+        summary="List sessions", parameters=[SessionsQuery],
+        description="The sessions started in [start, end), newest first, filtered as on the dashboard's "
+        "Sessions page. Pass `next_cursor` back as `cursor` for the next page; it is null on the last.",
+        responses={200: dict, **READ_ERRORS},
+        examples=[OpenApiExample("A page", value=SESSION_EXAMPLE, response_only=True)],
+    )
+    def get(self, request: Request) -> Response:
+        data = _query(SessionsQuery, request)
+        page = selectors.session_list(
+            project_id=request.auth.project_id, **_range(data), agent=data.get("agent", ""),
+            model=data.get("model", ""), has_errors={"yes": True, "no": False}.get(data.get("errors", "")),
+            near_window=data["near_window"], gateway=data["gateway"], after=data.get("cursor"), limit=data["limit"])
+        rows = [{key: value for key, value in row.items() if key != "id"} for row in page.rows]
+        return Response({"results": rows, "next_cursor": _cursor(*page.next_after) if page.next_after else None})
+
+
+def _cursor(started_at: datetime, pk: int) -> str:
+    return f"{(started_at - EPOCH) // timedelta(microseconds=1)}_{pk}"
+
+
+SESSION_FIELDS = ("client_id", "agent_name", "model", "started_at", "ended_at", "metadata", "turn_count",
+                  "tool_call_count", "error_count", "duplicate_tokens", "max_window_share", "near_window")
+CALL_FIELDS = ("turn_index", "call_id", "tool_name", "arguments", "output", "status", "error", "error_rule",
+               "error_text_unflagged", "duration_ms", "retries", "approval", "started_at", "time_known",
+               "output_tokens", "argument_tokens", "duplicate_tokens", "placeholder")
+
+
+class SessionView(APIView):
+    required_scope = "read"
+
+    @extend_schema(
+        summary="Read one session",
+        parameters=[OpenApiParameter("client_id", str, OpenApiParameter.PATH,
+                                     description="The session's id as the agent sent it.")],
+        description="The session, every turn with its context budget (schema, system prompt, messages, "
+        "calls and outputs, what the provider reported, what no component explains, the window share) and "
+        "every tool call with its status, tokens, the call it repeats (`duplicate_of`, an event id) and its "
+        "compaction artifact (`artifact`: the id `retrieve_tool_output` takes, tokens before and after).",
+        responses={200: dict, **READ_ERRORS},
+    )
+    def get(self, request: Request, client_id: str) -> Response:
+        session = selectors.session_get(project_id=request.auth.project_id, client_id=client_id)
+        if session is None:
+            raise exceptions.NotFound("No session with that id in this project.")
+        turns = selectors.session_turns(session_id=session.pk)
+        calls = selectors.session_calls(session_id=session.pk)
+        event_ids = {call["id"]: call["client_id"] for call in calls}
+        missing = {call["duplicate_of_id"] for call in calls} - event_ids.keys() - {None}
+        event_ids.update(ToolCall.objects.filter(pk__in=missing).values_list("pk", "client_id"))
+        artifacts = dict(ToolCall.objects.filter(session_id=session.pk, artifact__isnull=False)
+                         .values_list("pk", "artifact__content_id"))
+        return Response({
+            "session": {field: getattr(session, field) for field in SESSION_FIELDS},
+            "turns": [{key: value for key, value in turn.items() if key != "id"} for turn in turns],
+            "calls": [{"id": call["client_id"], **{field: call[field] for field in CALL_FIELDS},
+                       "duplicate_of": event_ids.get(call["duplicate_of_id"]),
+                       "artifact": None if call["artifact_id"] is None else {
+                           "id": artifacts.get(call["id"]), "tokens_before": call["artifact__tokens_before"],
+                           "tokens_after": call["artifact__tokens_after"], "strategy": call["artifact__strategy"]}}
+                      for call in calls],
+        })
+
+
+class ToolStatsView(APIView):
+    required_scope = "read"
+
+    @extend_schema(
+        summary="Tools with their usage over a range", parameters=[RangeQuery], responses={200: dict, **READ_ERRORS},
+        description="Every catalog tool and every tool called in [start, end): calls, errors, duration "
+        "percentiles, output and duplicate tokens, times advertised and the schema tokens that cost, beside "
+        "the catalog's figures (source, definitions, schema tokens), as the Tools page shows them.",
+    )
+    def get(self, request: Request) -> Response:
+        data = _query(RangeQuery, request)
+        rows = selectors.tool_table(project_id=request.auth.project_id, **_range(data))
+        return Response({"start": data["start"], "end": data["end"], "results": rows})
+
+
+class OverviewView(APIView):
+    required_scope = "read"
+
+    @extend_schema(
+        summary="The overview's KPIs", parameters=[RangeQuery], responses={200: dict, **READ_ERRORS},
+        description="Each KPI of the dashboard's overview over [start, end) and over the period of the same "
+        "length before it; `change` is relative for counts and in percentage points for shares.",
+    )
+    def get(self, request: Request) -> Response:
+        data = _query(RangeQuery, request)
+        kpis = selectors.overview_kpis(project_id=request.auth.project_id, **_range(data))
+        return Response({"start": data["start"], "end": data["end"], "kpis": [
+            {"key": kpi.key, "label": kpi.label, "kind": kpi.kind, "better": kpi.better, "current": kpi.current,
+             "previous": kpi.previous, "change": kpi.change} for kpi in kpis]})
+
+
+class BatchView(APIView):
+    required_scope = "read"
+
+    @extend_schema(
+        summary="An ingest batch's status and each event's outcome",
+        description="The batch an ingest, transcript or OTLP request stored (its `batch_id`): `pending`, "
+        "`processing`, `done` or `failed`, and per event `stored`, `quarantined` (with the reason), "
+        "`pending` before processing ends, or `failed` when the batch failed for good.",
+        responses={200: dict, **READ_ERRORS},
+    )
+    def get(self, request: Request, batch_id: int) -> Response:
+        batch = IngestBatch.objects.filter(project_id=request.auth.project_id, pk=batch_id).first()
+        if batch is None:
+            raise exceptions.NotFound("No batch with that id in this project.")
+        quarantined = dict(QuarantinedEvent.objects.filter(batch=batch).values_list("client_id", "reason"))
+        outcome = {BatchStatus.DONE: "stored", BatchStatus.FAILED: "failed"}.get(batch.status, "pending")
+        events = []
+        for event in (batch.payload or {}).get("events", []):
+            event_id = event.get("id") if isinstance(event, dict) else None
+            if event_id in quarantined:
+                events.append({"id": event_id, "type": event.get("type"), "outcome": "quarantined",
+                               "reason": quarantined[event_id]})
+            else:
+                events.append({"id": event_id, "type": event.get("type") if isinstance(event, dict) else None,
+                               "outcome": outcome})
+        return Response({"id": batch.pk, "kind": batch.kind, "status": batch.status, "attempts": batch.attempts,
+                         "error": batch.error, "received_at": batch.received_at, "started_at": batch.started_at,
+                         "finished_at": batch.finished_at, "event_count": batch.event_count,
+                         "quarantined": len(quarantined), "events": events})

@@ -7,9 +7,11 @@ import atexit
 import logging
 import re
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from datetime import datetime
 from types import TracebackType
 from typing import Any, ParamSpec, TypeVar, overload
+from urllib.parse import quote, urlencode
 
 import httpx
 
@@ -31,6 +33,8 @@ TRANSCRIPTS_PATH = "/api/v1/transcripts"
 TOOLS_PATH = "/api/v1/tools"
 SEARCH_PATH = "/api/v1/tools/search"
 ARTIFACTS_PATH = "/api/v1/artifacts"
+SESSIONS_PATH = "/api/v1/sessions"
+BATCHES_PATH = "/api/v1/batches"
 
 # Artifact ids as the server issues them: content ids (24 hex digits), or the UUIDs of artifacts
 # stored before content ids existed. Ids come from the model: anything else never reaches a URL.
@@ -46,6 +50,14 @@ _CHECKS: dict[str, tuple[str, str, bytes | None, int]] = {
 
 _live_lock = threading.Lock()
 _live: set[Client] = set()
+
+
+def _query_value(value: Any) -> str:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
 
 
 def _close_all_at_exit() -> None:
@@ -294,6 +306,33 @@ class Client:
         if isinstance(data, dict) and isinstance(data.get("results"), list):
             return data
         raise self._error("POST", SEARCH_PATH, outcome)
+
+    # -- reading (the `read` scope) --------------------------------------------------------------
+
+    def sessions(self, *, start: datetime | str | None = None, end: datetime | str | None = None,
+                 **filters: Any) -> Iterator[dict[str, Any]]:
+        """Every session started in [start, end) (default: the last 24 hours), newest first, as
+        GET /api/v1/sessions lists them; pages are fetched as the iteration reaches them.
+        `filters`: agent, model, errors ("yes"/"no"), near_window, gateway (booleans), limit (page
+        size)."""
+        params: dict[str, Any] = {key: _query_value(value) for key, value in
+                                  {"start": start, "end": end, **filters}.items() if value is not None}
+        while True:
+            page = self._request("GET", f"{SESSIONS_PATH}?{urlencode(params)}")
+            yield from page.get("results", [])
+            if not page.get("next_cursor"):
+                return
+            params["cursor"] = page["next_cursor"]
+
+    def session_detail(self, session_id: str) -> dict[str, Any]:
+        """GET /api/v1/sessions/{id}: {"session", "turns", "calls"} (ToolscopeError 404 when the
+        project has no such session)."""
+        return self._request("GET", f"{SESSIONS_PATH}/{quote(session_id, safe='')}")
+
+    def batch(self, batch_id: int) -> dict[str, Any]:
+        """GET /api/v1/batches/{id}: an ingest batch's status and each event's outcome (stored,
+        quarantined with its reason, pending, failed). The id is what ingest answered."""
+        return self._request("GET", f"{BATCHES_PATH}/{int(batch_id)}")
 
     def check(self, scopes: Iterable[str] = ("ingest",)) -> None:
         """Make sure telemetry can reach the project: the URL answers as a toolscope server, the

@@ -178,3 +178,25 @@ def test_a_range_far_in_the_past_or_future_is_read_not_failed(reader, sessions):
                    {"start": "0001-01-01T00:00:00Z", "end": "9999-12-31T23:59:59Z"}):
         for name in ("overview", "tools-stats", "sessions"):
             assert get(reader, name, **params).status_code == 200, (name, params)
+
+
+def test_the_sdk_reads_sessions_page_by_page_a_session_and_a_batch(live_server, transactional_db):
+    from toolscope_agent import Client
+
+    from tests.factories import make_project
+
+    project = make_project("sdk-reads")
+    for n in range(5):
+        session = make_session(project, client_id=f"run/{n}", started_at=NOW - timedelta(hours=5 - n))
+        make_tool_call(make_turn(session, 0, schema_tokens=10), "bash", started_at=session.started_at)
+    writer = make_key(project, scopes=["ingest"]).secret
+    batch_id = KeyClient(writer).post_json("/api/v1/ingest", {"events": [{"type": "session", "id": "new"}]}).json()[
+        "batch_id"]
+    with Client(live_server.url, make_key(project, scopes=["read"]).secret) as client:
+        listed = [row["client_id"] for row in client.sessions(start=NOW - timedelta(days=1), limit=2)]
+        detail = client.session_detail("run/3")
+        batch = client.batch(batch_id)
+    assert listed == ["run/4", "run/3", "run/2", "run/1", "run/0"]  # three pages of two
+    assert detail["session"]["client_id"] == "run/3" and detail["calls"][0]["tool_name"] == "bash"
+    assert batch["status"] == "pending" and batch["events"] == [{"id": "new", "type": "session",
+                                                                 "outcome": "pending"}]

@@ -130,7 +130,8 @@ class ApiErrorMiddleware:
         response = self.get_response(request)
         if response.status_code < 400 or not is_api(request):
             return response
-        if not response.get("Content-Type", "").startswith("application/json"):
+        # JSON already, or an OTLP error (a google.rpc.Status in protobuf, api/views/otlp.py).
+        if not response.get("Content-Type", "").startswith(("application/json", "application/x-protobuf")):
             response = self._as_json(request, response)
         response[REQUEST_ID_HEADER] = request_id(request)
         return response

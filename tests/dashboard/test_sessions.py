@@ -176,3 +176,16 @@ def test_sessions_through_the_mcp_gateway_are_marked_and_filtered(viewer_client,
     csv = b"".join(viewer_client.get(reverse("dashboard:sessions_csv", args=[project.slug]),
                                      {"gateway": "on"}).streaming_content).decode().splitlines()
     assert csv[0].endswith(",via") and len(csv) == 2 and csv[1].endswith(",toolscope-mcp")
+
+
+def test_a_session_recorded_from_otel_without_content_says_its_figures_are_partial(viewer_client, project, sessions):
+    from toolscope.telemetry.models import Session
+
+    url = reverse("dashboard:session", args=[project.slug, sessions["a"].client_id])
+    assert b"data-partial" not in viewer_client.get(url).content
+    Session.objects.filter(pk=sessions["a"].pk).update(
+        metadata={"source": "otlp", "conventions": "gen_ai", "content_captured": False})
+    assert b"schema and message tokens are partial" in viewer_client.get(url).content
+    Session.objects.filter(pk=sessions["a"].pk).update(
+        metadata={"gateway": "toolscope-mcp", "client": {"name": "cursor", "version": "1.2"}})
+    assert b"Recorded through toolscope-mcp, the MCP gateway, for cursor." in viewer_client.get(url).content

@@ -435,6 +435,7 @@ class BatchStatus(models.TextChoices):
 class BatchKind(models.TextChoices):
     EVENTS = "events", "events"
     TRANSCRIPT = "transcript", "transcript"
+    OTLP = "otlp", "otlp"
 
 
 class IngestBatch(models.Model):

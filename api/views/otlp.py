@@ -1,0 +1,109 @@
+"""OTLP/HTTP in: POST /api/v1/otlp/v1/traces, what the OpenTelemetry SDKs' exporters send.
+
+Point an exporter at it with
+
+    OTEL_EXPORTER_OTLP_ENDPOINT=https://toolscope.example.com/api/v1/otlp
+    OTEL_EXPORTER_OTLP_HEADERS="Authorization=Bearer tsk_..."
+
+Protobuf (`application/x-protobuf`) and JSON (`application/json`, hex ids), gzip or not, decoded
+with opentelemetry-proto. The GenAI spans become session, turn and tool_call events
+(toolscope/telemetry/otlp/genai.py), validated and stored as one batch before the answer, as
+/ingest stores its events; the workers process it. Other spans (HTTP, database…) are accepted and
+not kept. The answer is OTLP's own ExportTraceServiceResponse in the request's encoding, with
+`partial_success` counting the spans whose events were rejected (and why, for the first); a body
+that cannot be decoded is a 400 whose body is a google.rpc.Status. Over the key's rate limit: 429
+with Retry-After, as everywhere in the API; the database down: 503 with Retry-After.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.http import HttpResponse
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework import exceptions
+from rest_framework.parsers import BaseParser
+from rest_framework.request import Request
+from rest_framework.views import APIView
+
+from api.parsers import read_limited
+from api.serializers import ErrorSerializer
+from toolscope.telemetry.models import BatchKind
+from toolscope.telemetry.otlp.decode import (
+    JSON,
+    PROTOBUF,
+    OtlpDecodeError,
+    decode_traces,
+    encode_response,
+    encode_status,
+)
+from toolscope.telemetry.otlp.genai import genai_events
+from toolscope.telemetry.services.ingest import ingest_events
+
+INVALID_ARGUMENT = 3  # google.rpc.Code
+# In OTLP/JSON; in protobuf, the messages of the same names.
+EXPORT_RESPONSE = {"type": "object", "properties": {"partialSuccess": {"type": "object", "properties": {
+    "rejectedSpans": {"type": "string", "description": "int64, as OTLP/JSON writes it"},
+    "errorMessage": {"type": "string"}}}}}
+STATUS = {"type": "object", "properties": {"code": {"type": "integer"}, "message": {"type": "string"},
+                                           "details": {"type": "array", "items": {"type": "object"}}},
+          "required": ["code", "message"]}
+
+
+class _RawBody(BaseParser):
+    """The body as bytes, decompressed within the ingest size limit, with its encoding."""
+
+    def parse(self, stream: Any, media_type: str | None = None, parser_context: dict[str, Any] | None = None) -> Any:
+        request = (parser_context or {})["request"]
+        encoding = request.META.get("HTTP_CONTENT_ENCODING", "").strip().lower()
+        body = read_limited(stream, encoding, settings.INGEST_MAX_BODY_BYTES) if stream is not None else b""
+        return {"encoding": self.media_type, "body": body}
+
+
+class ProtobufBody(_RawBody):
+    media_type = PROTOBUF
+
+
+class JsonBody(_RawBody):
+    media_type = JSON
+
+
+class OtlpTracesView(APIView):
+    required_scope = "ingest"
+    parser_classes = [ProtobufBody, JsonBody]
+
+    @extend_schema(
+        summary="Receive OpenTelemetry traces (OTLP/HTTP)",
+        description="An OTLP ExportTraceServiceRequest, protobuf or JSON, gzip welcome, authenticated by "
+        "`Authorization: Bearer <key>` (ingest scope). GenAI spans become session, turn and tool_call "
+        "events, stored before the answer (docs/otlp.md); the answer is OTLP's ExportTraceServiceResponse in "
+        "the request's encoding.",
+        request={PROTOBUF: {"type": "string", "format": "binary"}, JSON: {"type": "object"}},
+        responses={200: OpenApiResponse(response=EXPORT_RESPONSE, description="ExportTraceServiceResponse "
+                                        "(partial_success when spans were rejected), in the request's encoding"),
+                   400: OpenApiResponse(response=STATUS, description="google.rpc.Status: the body is not an "
+                                        "export request"),
+                   **dict.fromkeys((401, 403, 413, 415, 429), ErrorSerializer)},
+    )
+    def post(self, request: Request) -> HttpResponse:
+        data = request.data
+        if not data:  # no body at all: an empty export
+            return HttpResponse(encode_response(0, "", PROTOBUF), content_type=PROTOBUF)
+        if not isinstance(data, dict) or "body" not in data:
+            raise exceptions.UnsupportedMediaType(request.content_type)
+        encoding = data["encoding"]
+        try:
+            spans = decode_traces(data["body"], encoding)
+        except OtlpDecodeError as exc:
+            return HttpResponse(encode_status(INVALID_ARGUMENT, str(exc), encoding), status=400,
+                                content_type=encoding)
+        events = genai_events(spans)
+        rejected, message = 0, ""
+        if events:
+            outcome = ingest_events(api_key=request.auth, raw_events=events, kind=BatchKind.OTLP)
+            failed = [result for result in outcome.results if result["status"] == "rejected"]
+            rejected = len(failed)
+            if failed:
+                message = f"{rejected} span events rejected; the first: {failed[0]['path']}: {failed[0]['reason']}"
+        return HttpResponse(encode_response(rejected, message, encoding), content_type=encoding)

@@ -1,0 +1,229 @@
+"""OTLP/HTTP in (issue 16): spans produced by the real OpenTelemetry GenAI instrumentation of the
+official openai client (opentelemetry-instrumentation-openai-v2) against a fake provider on
+127.0.0.1, sent to a live toolscope by the OpenTelemetry SDK's own exporters, protobuf and JSON,
+unchanged; then processed into sessions, turns and tool calls."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans
+from opentelemetry.proto.trace.v1.trace_pb2 import Span as ProtoSpan
+
+from tests.api.conftest import KeyClient
+from tests.factories import make_key, make_project
+from toolscope.telemetry.models import IngestBatch, Session, ToolCall, Turn
+from toolscope.telemetry.services.processing import batch_process
+
+pytestmark = pytest.mark.slow
+TOOLS = [{"type": "function", "function": {"name": "read_file", "description": "Read a file", "parameters": {
+    "type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}}}]
+
+
+class FakeOpenAI(BaseHTTPRequestHandler):
+    """Chat Completions: asks for read_file first, answers once the tool result is in."""
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        if any(message.get("role") == "tool" for message in body["messages"]):
+            message, finish = {"role": "assistant", "content": "The README says hello."}, "stop"
+        else:
+            message, finish = {"role": "assistant", "content": None, "tool_calls": [{
+                "id": "call_1", "type": "function",
+                "function": {"name": "read_file", "arguments": json.dumps({"path": "README.md"})}}]}, "tool_calls"
+        data = json.dumps({"id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": body["model"],
+                           "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+                           "usage": {"prompt_tokens": 120, "completion_tokens": 15, "total_tokens": 135}}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+@pytest.fixture
+def provider() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), FakeOpenAI)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    server.shutdown()
+
+
+def run_agent(provider: str, exporter: Any, monkeypatch, *, content: bool) -> None:
+    """A two-request agent loop with the openai client, instrumented, its spans exported once."""
+    import openai
+    from opentelemetry.instrumentation.openai_v2 import OpenAIInstrumentor
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    monkeypatch.setenv("OTEL_SEMCONV_STABILITY_OPT_IN", "gen_ai_latest_experimental")
+    monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "SPAN_ONLY" if content else "NO_CONTENT")
+    tracer_provider = TracerProvider(resource=Resource.create({"service.name": "research-agent"}))
+    tracer_provider.add_span_processor(BatchSpanProcessor(exporter))
+    instrumentor = OpenAIInstrumentor()
+    instrumentor.instrument(tracer_provider=tracer_provider)
+    try:
+        client = openai.OpenAI(base_url=provider, api_key="sk-test")
+        tracer = tracer_provider.get_tracer("agent")
+        with tracer.start_as_current_span("invoke_agent research-agent"):
+            messages: list[dict[str, Any]] = [{"role": "system", "content": "You are a research agent."},
+                                              {"role": "user", "content": "What is in README.md?"}]
+            first = client.chat.completions.create(model="gpt-4o", messages=messages, tools=TOOLS)
+            messages.append(first.choices[0].message.model_dump(exclude_none=True))
+            messages.append({"role": "tool", "tool_call_id": "call_1", "content": "hello"})
+            client.chat.completions.create(model="gpt-4o", messages=messages, tools=TOOLS)
+        assert tracer_provider.force_flush(10_000)
+    finally:
+        instrumentor.uninstrument()
+        tracer_provider.shutdown()
+
+
+def exporter(kind: str, url: str, key: str) -> Any:
+    from opentelemetry.exporter.otlp.json.http.trace_exporter import OTLPSpanExporter as JsonExporter
+    from opentelemetry.exporter.otlp.proto.http import Compression
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as ProtobufExporter
+
+    endpoint, headers = f"{url}/api/v1/otlp/v1/traces", {"Authorization": f"Bearer {key}"}
+    if kind == "protobuf":
+        return ProtobufExporter(endpoint=endpoint, headers=headers, compression=Compression.Gzip)
+    return JsonExporter(endpoint=endpoint, headers=headers)
+
+
+def process(project) -> None:
+    for batch_id in IngestBatch.objects.filter(project=project, status="pending").values_list("pk", flat=True):
+        batch_process(batch_id=batch_id)
+
+
+@pytest.mark.parametrize("encoding", ["protobuf", "json"])
+def test_the_sdks_exporter_sends_genai_spans_that_become_a_session_turns_and_calls(
+        live_server, transactional_db, provider, monkeypatch, encoding):
+    project = make_project(f"otlp-{encoding}")
+    key = make_key(project, scopes=["ingest"]).secret
+    run_agent(provider, exporter(encoding, live_server.url, key), monkeypatch, content=True)
+    batch = IngestBatch.objects.get(project=project)
+    assert batch.kind == "otlp" and batch.event_count == 4  # session, 2 turns, 1 call
+    process(project)
+    session = Session.objects.get(project=project)
+    assert len(session.client_id) == 32 and session.agent_name == "research-agent" and session.model == "gpt-4o"
+    assert session.metadata == {"source": "otlp", "conventions": "gen_ai", "content_captured": True}
+    turns = list(Turn.objects.filter(session=session).order_by("index"))
+    assert [(turn.index, turn.input_tokens, turn.output_tokens) for turn in turns] == [(0, 120, 15), (1, 120, 15)]
+    assert turns[0].task_message == "What is in README.md?" and turns[0].system_prompt_tokens > 0
+    call = ToolCall.objects.get(session=session)
+    assert (call.tool_name, call.turn_index, call.call_id, call.status) == ("read_file", 0, "call_1", "ok")
+    assert (call.arguments, call.output) == ({"path": "README.md"}, "hello")
+    assert call.turn_id == turns[0].pk
+
+
+def test_without_captured_content_the_turns_are_kept_and_the_session_says_it_is_partial(
+        live_server, transactional_db, provider, monkeypatch):
+    project = make_project("otlp-bare")
+    run_agent(provider, exporter("protobuf", live_server.url, make_key(project, scopes=["ingest"]).secret),
+              monkeypatch, content=False)
+    process(project)
+    session = Session.objects.get(project=project)
+    assert session.metadata["content_captured"] is False
+    turns = list(Turn.objects.filter(session=session).order_by("index"))
+    assert len(turns) == 2 and turns[0].index < turns[1].index and turns[0].input_tokens == 120
+    assert not ToolCall.objects.filter(session=session).exists()  # no content, no calls to read
+
+
+def span(trace: bytes, span_id: bytes, name: str, start: int, **attributes: Any) -> ProtoSpan:
+    values = []
+    for key, value in attributes.items():
+        any_value = AnyValue(int_value=value) if isinstance(value, int) else AnyValue(string_value=value)
+        values.append(KeyValue(key=key, value=any_value))
+    return ProtoSpan(trace_id=trace, span_id=span_id, name=name, start_time_unix_nano=start,
+                     end_time_unix_nano=start + 5_000_000, attributes=values)
+
+
+def request(*spans: ProtoSpan) -> ExportTraceServiceRequest:
+    return ExportTraceServiceRequest(resource_spans=[ResourceSpans(scope_spans=[ScopeSpans(spans=list(spans))])])
+
+
+@pytest.fixture
+def otlp(project):
+    return KeyClient(make_key(project, scopes=["ingest"]).secret)
+
+
+def post(client, body: bytes, content_type: str = "application/x-protobuf", **extra):
+    return client.generic("POST", "/api/v1/otlp/v1/traces", body, content_type=content_type, **extra)
+
+
+TRACE = bytes.fromhex("0af7651916cd43dd8448eb211c80319c")
+START = 1_795_000_000_000_000_000
+
+
+def test_re_sent_spans_create_nothing_twice_and_a_rejected_one_is_a_partial_success(otlp, project):
+    body = request(
+        span(TRACE, bytes.fromhex("b7ad6b7169203331"), "execute_tool bash", START, **{
+            "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "bash", "gen_ai.tool.call.id": "c1",
+            "gen_ai.tool.call.arguments": '{"command": "make"}', "gen_ai.tool.call.result": "built"}),
+        span(TRACE, bytes.fromhex("b7ad6b7169203332"), "execute_tool bash", START + 10, **{
+            "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "bash", "gen_ai.tool.call.id": "c2",
+            "gen_ai.tool.call.arguments": '{"a": ' * 70 + "1" + "}" * 70}),  # nested past 64 levels
+        span(TRACE, bytes.fromhex("b7ad6b7169203333"), "GET /health", START + 20, **{"http.method": "GET"}),
+    ).SerializeToString()
+    first = post(otlp, gzip.compress(body), HTTP_CONTENT_ENCODING="gzip")
+    assert first.status_code == 200 and first["Content-Type"] == "application/x-protobuf"
+    answer = ExportTraceServiceResponse.FromString(first.content)
+    assert answer.partial_success.rejected_spans == 1 and "events[2].arguments" in answer.partial_success.error_message
+    process(project)
+    again = ExportTraceServiceResponse.FromString(post(otlp, body).content)  # an exporter's retry
+    assert again.partial_success.rejected_spans == 1
+    process(project)
+    call = ToolCall.objects.get(project=project)  # one row, however often it was sent
+    assert (call.client_id, call.tool_name, call.arguments, call.output) == (
+        f"{TRACE.hex()}:c1", "bash", {"command": "make"}, "built")
+
+
+def test_json_ids_are_hex_and_the_answer_is_json(otlp, project):
+    body = {"resourceSpans": [{"scopeSpans": [{"spans": [{
+        "traceId": TRACE.hex(), "spanId": "b7ad6b7169203331", "name": "chat gpt-4o", "kind": 3,
+        "startTimeUnixNano": str(START), "endTimeUnixNano": str(START + 1_000_000),
+        "attributes": [{"key": "gen_ai.operation.name", "value": {"stringValue": "chat"}},
+                       {"key": "gen_ai.usage.input_tokens", "value": {"intValue": "42"}},
+                       {"key": "gen_ai.conversation.id", "value": {"stringValue": "conv-9"}}]}]}]}]}
+    response = post(otlp, json.dumps(body).encode(), "application/json")
+    assert response.status_code == 200 and response.json() == {}
+    process(project)
+    turn = Turn.objects.get(session__client_id="conv-9")
+    assert (turn.client_id, turn.input_tokens) == ("b7ad6b7169203331", 42)
+
+
+@pytest.mark.parametrize(("body", "content_type"), [
+    (b"\xff\xff not protobuf", "application/x-protobuf"),
+    (b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "zz"}]}]}]}', "application/json"),
+    (b"[1, 2]", "application/json"),
+])
+def test_a_body_that_is_not_an_export_request_is_a_400_with_a_status(otlp, body, content_type):
+    from google.protobuf import json_format
+    from google.rpc.status_pb2 import Status
+
+    response = post(otlp, body, content_type)
+    assert response.status_code == 400 and response["Content-Type"] == content_type
+    status = (Status.FromString(response.content) if content_type == "application/x-protobuf"
+              else json_format.Parse(response.content, Status()))
+    assert status.code == 3 and "not an OTLP trace export request" in status.message
+
+
+def test_the_key_and_its_scope_are_required(project):
+    body = request().SerializeToString()
+    assert post(KeyClient(None), body).status_code == 401
+    assert post(KeyClient(make_key(project, scopes=["read"]).secret), body).status_code == 403
+    assert post(KeyClient(make_key(project, scopes=["ingest"]).secret), body, "text/plain").status_code == 415

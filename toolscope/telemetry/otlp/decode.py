@@ -1,0 +1,146 @@
+"""OTLP/HTTP trace export requests, protobuf or JSON, decoded with opentelemetry-proto into plain
+spans: ids as hex, attributes as Python values, times in nanoseconds.
+
+OTLP/JSON is protobuf's JSON mapping with two differences the spec makes: trace and span ids are
+hex strings (the mapping has base64 for bytes), and enums may be integers. Ids are turned into
+base64 before `json_format.Parse`, which handles the rest (lowerCamelCase names, int64 as
+strings, unknown fields ignored).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from google.protobuf import json_format
+from google.protobuf.message import DecodeError
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue
+
+PROTOBUF = "application/x-protobuf"
+JSON = "application/json"
+STATUS_ERROR = 2  # opentelemetry.proto.trace.v1.Status.STATUS_CODE_ERROR
+
+
+class OtlpDecodeError(ValueError):
+    """The body is not an OTLP export request in the encoding it declares."""
+
+
+@dataclass(frozen=True)
+class Span:
+    trace_id: str
+    span_id: str
+    parent_span_id: str
+    name: str
+    kind: int
+    start_ns: int
+    end_ns: int
+    attributes: dict[str, Any]
+    status_code: int
+    status_message: str
+    resource: dict[str, Any] = field(default_factory=dict)
+    events: tuple[tuple[str, dict[str, Any]], ...] = ()
+
+    @property
+    def failed(self) -> bool:
+        return self.status_code == STATUS_ERROR
+
+
+def decode_traces(body: bytes, encoding: str) -> list[Span]:
+    """The spans of an ExportTraceServiceRequest body in `encoding` (PROTOBUF or JSON)."""
+    request = ExportTraceServiceRequest()
+    try:
+        if encoding == PROTOBUF:
+            request.ParseFromString(body)
+        else:
+            data = json.loads(body)
+            json_format.ParseDict(_ids_to_base64(data), request, ignore_unknown_fields=True)
+    except (DecodeError, json_format.ParseError, ValueError, TypeError, RecursionError) as exc:
+        raise OtlpDecodeError(f"The body is not an OTLP trace export request ({encoding}): {exc}") from None
+    spans = []
+    for resource_spans in request.resource_spans:
+        resource = _attributes(resource_spans.resource.attributes)
+        for scope_spans in resource_spans.scope_spans:
+            for span in scope_spans.spans:
+                spans.append(Span(
+                    trace_id=span.trace_id.hex(), span_id=span.span_id.hex(), parent_span_id=span.parent_span_id.hex(),
+                    name=span.name, kind=span.kind, start_ns=span.start_time_unix_nano,
+                    end_ns=span.end_time_unix_nano, attributes=_attributes(span.attributes),
+                    status_code=span.status.code, status_message=span.status.message, resource=resource,
+                    events=tuple((event.name, _attributes(event.attributes)) for event in span.events)))
+    return spans
+
+
+def encode_response(rejected: int, message: str, encoding: str) -> bytes:
+    """An ExportTraceServiceResponse: `partial_success` when spans were rejected."""
+    response = ExportTraceServiceResponse()
+    if rejected or message:
+        response.partial_success.rejected_spans = rejected
+        response.partial_success.error_message = message
+    if encoding == PROTOBUF:
+        return response.SerializeToString()
+    return json_format.MessageToJson(response, indent=None).encode()
+
+
+def encode_status(code: int, message: str, encoding: str) -> bytes:
+    """A google.rpc.Status, the body OTLP/HTTP gives a failed request."""
+    from google.rpc.status_pb2 import Status
+
+    status = Status(code=code, message=message)
+    if encoding == PROTOBUF:
+        return status.SerializeToString()
+    return json_format.MessageToJson(status, indent=None).encode()
+
+
+def _value(value: AnyValue) -> Any:
+    kind = value.WhichOneof("value")
+    if kind is None:
+        return None
+    if kind == "array_value":
+        return [_value(item) for item in value.array_value.values]
+    if kind == "kvlist_value":
+        return _attributes(value.kvlist_value.values)
+    if kind == "bytes_value":
+        return base64.b64encode(value.bytes_value).decode()
+    return getattr(value, kind)
+
+
+def _attributes(pairs: Any) -> dict[str, Any]:
+    return {pair.key: _value(pair.value) for pair in pairs}
+
+
+_ID_KEYS = ("traceId", "spanId", "parentSpanId", "trace_id", "span_id", "parent_span_id")
+
+
+def _ids_to_base64(data: Any) -> Any:
+    """OTLP/JSON's hex ids as the protobuf JSON mapping's base64 (spans, their links)."""
+    if not isinstance(data, dict):
+        raise OtlpDecodeError("The body must be a JSON object with resourceSpans")
+    for resource_spans in data.get("resourceSpans") or data.get("resource_spans") or []:
+        for scope_spans in (resource_spans or {}).get("scopeSpans") or (resource_spans or {}).get("scope_spans") or []:
+            for span in (scope_spans or {}).get("spans") or []:
+                if isinstance(span, dict):
+                    _convert_ids(span)
+                    for link in span.get("links") or []:
+                        if isinstance(link, dict):
+                            _convert_ids(link)
+    return data
+
+
+def _convert_ids(node: dict[str, Any]) -> None:
+    for key in _ID_KEYS:
+        value = node.get(key)
+        if isinstance(value, str) and value:
+            try:
+                node[key] = base64.b64encode(bytes.fromhex(value)).decode()
+            except ValueError:
+                try:  # already base64 (a client following the plain protobuf mapping)
+                    base64.b64decode(value, validate=True)
+                except binascii.Error:
+                    raise OtlpDecodeError(f"{key} {value!r} is neither hex nor base64") from None

@@ -1,0 +1,220 @@
+"""OpenTelemetry GenAI spans (the semantic conventions as the openai-v2, anthropic and
+google-genai instrumentations emit them today) as toolscope's session, turn and tool_call events.
+
+The attribute table is in docs/otlp.md ("OpenTelemetry GenAI").
+
+Ids: the session is the conversation (or trace); a turn is its span id; a tool call is
+`<session>:<call id>` when the call has an id, so the call read from a later request's history and
+the `execute_tool` span of the same call are one event (the first stored wins; re-sent exports
+create nothing twice).
+
+A turn's index is its place in the conversation: how many assistant messages its input holds
+(0 for the first request). Without captured content (the conventions make it opt-in) there are no
+messages: the index falls back to the span's start in milliseconds modulo 2^31 (ordered, rarely
+equal within a session), and the session's metadata says `content_captured: false`: tool
+definitions and messages are not known, so schema and message tokens are partial (the session
+page says so). A tool
+call whose request did not come with its turn's span is attached to the last inference span of
+its session started before it in the same export, else to that same fallback index.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from typing import Any
+
+from toolscope.telemetry.otlp.decode import Span
+
+INFERENCE = {"chat", "text_completion", "generate_content"}
+EXECUTE_TOOL = "execute_tool"
+MAX_INDEX = 2**31 - 1
+
+
+def is_genai(span: Span) -> bool:
+    operation = span.attributes.get("gen_ai.operation.name")
+    return operation in INFERENCE or operation == EXECUTE_TOOL
+
+
+def genai_events(spans: Iterable[Span]) -> list[dict[str, Any]]:
+    """The events of the GenAI spans among `spans` (others are ignored), sessions first."""
+    spans = [span for span in spans if is_genai(span)]
+    sessions: dict[str, dict[str, Any]] = {}
+    turns: list[dict[str, Any]] = []
+    calls: dict[str, dict[str, Any]] = {}
+    # Per session: (start ns, turn index) of each inference span, and call id -> turn index.
+    started: dict[str, list[tuple[int, int]]] = defaultdict(list)
+    asked_in: dict[tuple[str, str], int] = {}
+    for span in sorted(spans, key=lambda span: span.start_ns):
+        session = _session_id(span)
+        event = sessions.setdefault(session, {"type": "session", "id": session, "timestamp": _time(span.start_ns),
+                                              "metadata": {"source": "otlp", "conventions": "gen_ai",
+                                                           "content_captured": True}})
+        agent = span.attributes.get("gen_ai.agent.name") or span.resource.get("service.name")
+        if isinstance(agent, str) and agent and "agent_name" not in event:
+            event["agent_name"] = agent[:200]
+        if span.attributes.get("gen_ai.operation.name") in INFERENCE:
+            turn, history = _turn(span, session)
+            turns.append(turn)
+            if "gen_ai.input.messages" not in span.attributes:
+                event["metadata"]["content_captured"] = False
+            started[session].append((span.start_ns, turn["index"]))
+            for call in _answered_calls(history, session, span):
+                asked_in[(session, call["call_id"])] = call["turn_index"]
+                calls.setdefault(call["id"], call)
+            if "model" not in event and turn.get("model"):
+                event["model"] = turn["model"]
+    for span in spans:
+        if span.attributes.get("gen_ai.operation.name") == EXECUTE_TOOL:
+            session = _session_id(span)
+            call = _executed(span, session)
+            before = [index for start, index in started[session] if start <= span.start_ns]
+            call["turn_index"] = asked_in.get((session, call.get("call_id", "")),
+                                              before[-1] if before else _fallback_index(span))
+            existing = calls.get(call["id"])
+            calls[call["id"]] = {**existing, **call} if existing else call  # the span knows duration, status
+    return [*sessions.values(), *turns, *calls.values()]
+
+
+def _session_id(span: Span) -> str:
+    conversation = span.attributes.get("gen_ai.conversation.id")
+    return str(conversation)[:200] if conversation else span.trace_id
+
+
+def _time(ns: int) -> str:
+    return datetime.fromtimestamp(ns / 1e9, tz=UTC).isoformat().replace("+00:00", "Z")
+
+
+def _fallback_index(span: Span) -> int:
+    return (span.start_ns // 1_000_000) % (MAX_INDEX + 1)
+
+
+def _messages(span: Span, key: str) -> list[dict[str, Any]] | None:
+    raw = span.attributes.get(key)
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw)
+        except ValueError:
+            return None
+    return [message for message in raw if isinstance(message, dict)] if isinstance(raw, list) else None
+
+
+def _parts(message: dict[str, Any]) -> list[dict[str, Any]]:
+    parts = message.get("parts")
+    return [part for part in parts if isinstance(part, dict)] if isinstance(parts, list) else []
+
+
+def _text(message: dict[str, Any]) -> str:
+    return "\n".join(str(part.get("content", "")) for part in _parts(message) if part.get("type") == "text")
+
+
+def _turn(span: Span, session: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    attributes = span.attributes
+    history = _messages(span, "gen_ai.input.messages")
+    turn: dict[str, Any] = {"type": "turn", "id": span.span_id, "session_id": session,
+                            "timestamp": _time(span.start_ns),
+                            "latency_ms": round(max(0, span.end_ns - span.start_ns) / 1e6, 3)}
+    if history is not None:
+        turn["index"] = min(MAX_INDEX, sum(message.get("role") == "assistant" for message in history))
+        users = [_text(message) for message in history if message.get("role") == "user"]
+        if users and users[0]:
+            turn["task_message"] = users[0]
+        system = "\n".join(_text(message) for message in history if message.get("role") == "system")
+        instructions = attributes.get("gen_ai.system_instructions")
+        if isinstance(instructions, str):
+            system = "\n".join(filter(None, [instructions, system]))
+        if system:
+            turn["system_prompt"] = system
+    else:
+        turn["index"] = _fallback_index(span)
+    model = attributes.get("gen_ai.response.model") or attributes.get("gen_ai.request.model")
+    if isinstance(model, str) and model:
+        turn["model"] = model[:200]
+    usage = {name: attributes[key] for name, key in (
+        ("input_tokens", "gen_ai.usage.input_tokens"), ("output_tokens", "gen_ai.usage.output_tokens"),
+        ("cached_tokens", "gen_ai.usage.cache_read.input_tokens"))
+        if isinstance(attributes.get(key), int) and attributes[key] >= 0}
+    if usage:
+        turn["usage"] = usage
+    tools = _definitions(attributes.get("gen_ai.tool.definitions"))
+    if tools is not None:
+        turn["tools"] = tools
+    return turn, history or []
+
+
+def _definitions(raw: Any) -> list[dict[str, Any]] | None:
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw)
+        except ValueError:
+            return None
+    if not isinstance(raw, list):
+        return None
+    tools = []
+    for tool in raw:
+        if not isinstance(tool, dict):
+            continue
+        body = tool.get("function") if isinstance(tool.get("function"), dict) else tool
+        name = body.get("name")
+        if isinstance(name, str) and name:
+            schema = body.get("parameters", body.get("input_schema", body.get("inputSchema", {})))
+            tools.append({"name": name, "description": str(body.get("description") or ""),
+                          "input_schema": schema if isinstance(schema, dict) else {}})
+    return tools
+
+
+def _answered_calls(history: list[dict[str, Any]], session: str, span: Span) -> list[dict[str, Any]]:
+    """Tool calls of the history's assistant messages that a later tool message answered."""
+    answers = {str(part.get("id")): part.get("response") for message in history for part in _parts(message)
+               if part.get("type") == "tool_call_response" and part.get("id")}
+    calls, assistant_turn = [], -1
+    for message in history:
+        if message.get("role") != "assistant":
+            continue
+        assistant_turn += 1
+        for part in _parts(message):
+            call_id = str(part.get("id") or "")
+            if part.get("type") != "tool_call" or not call_id or call_id not in answers:
+                continue
+            arguments = part.get("arguments")
+            if isinstance(arguments, str):
+                try:
+                    arguments = json.loads(arguments)
+                except ValueError:
+                    arguments = {"arguments": arguments}
+            response = answers[call_id]
+            calls.append({"type": "tool_call", "id": f"{session}:{call_id}"[:200], "session_id": session,
+                          "turn_index": assistant_turn, "call_id": call_id[:200],
+                          "tool_name": str(part.get("name") or "unknown")[:200],
+                          "arguments": arguments if isinstance(arguments, dict) else {},
+                          "output": response if isinstance(response, str) else json.dumps(response),
+                          "status": "ok", "timestamp": _time(span.start_ns)})
+    return calls
+
+
+def _executed(span: Span, session: str) -> dict[str, Any]:
+    attributes = span.attributes
+    call_id = attributes.get("gen_ai.tool.call.id")
+    call: dict[str, Any] = {
+        "type": "tool_call", "id": (f"{session}:{call_id}" if call_id else f"{session}:{span.span_id}")[:200],
+        "session_id": session, "tool_name": str(attributes.get("gen_ai.tool.name") or span.name)[:200],
+        "status": "error" if span.failed else "ok", "timestamp": _time(span.start_ns),
+        "duration_ms": round(max(0, span.end_ns - span.start_ns) / 1e6, 3)}
+    if call_id:
+        call["call_id"] = str(call_id)[:200]
+    arguments = attributes.get("gen_ai.tool.call.arguments")
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments)
+        except ValueError:
+            arguments = {"arguments": arguments}
+    if isinstance(arguments, dict):
+        call["arguments"] = arguments
+    result = attributes.get("gen_ai.tool.call.result")
+    if result is not None:
+        call["output"] = result if isinstance(result, str) else json.dumps(result)
+    if span.failed and span.status_message:
+        call["error"] = span.status_message[:2000]
+    return call

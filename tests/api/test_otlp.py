@@ -63,14 +63,23 @@ def provider() -> Iterator[str]:
     server.shutdown()
 
 
-def run_agent(provider: str, exporter: Any, monkeypatch, *, content: bool) -> None:
-    """A two-request agent loop with the openai client, instrumented, its spans exported once."""
+def run_agent(provider: str, exporter: Any, monkeypatch, *, content: bool, instrumentation: str = "gen_ai") -> None:
+    """A two-request agent loop with the openai client, instrumented (the OpenTelemetry GenAI
+    instrumentation, or OpenInference's in a session), its spans exported once."""
+    from contextlib import nullcontext
+
     import openai
-    from opentelemetry.instrumentation.openai_v2 import OpenAIInstrumentor
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
+    if instrumentation == "gen_ai":
+        from opentelemetry.instrumentation.openai_v2 import OpenAIInstrumentor
+        session = nullcontext()
+    else:
+        from openinference.instrumentation import using_session
+        from openinference.instrumentation.openai import OpenAIInstrumentor
+        session = using_session("research-run-7")
     monkeypatch.setenv("OTEL_SEMCONV_STABILITY_OPT_IN", "gen_ai_latest_experimental")
     monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "SPAN_ONLY" if content else "NO_CONTENT")
     tracer_provider = TracerProvider(resource=Resource.create({"service.name": "research-agent"}))
@@ -80,7 +89,7 @@ def run_agent(provider: str, exporter: Any, monkeypatch, *, content: bool) -> No
     try:
         client = openai.OpenAI(base_url=provider, api_key="sk-test")
         tracer = tracer_provider.get_tracer("agent")
-        with tracer.start_as_current_span("invoke_agent research-agent"):
+        with session, tracer.start_as_current_span("invoke_agent research-agent"):
             messages: list[dict[str, Any]] = [{"role": "system", "content": "You are a research agent."},
                                               {"role": "user", "content": "What is in README.md?"}]
             first = client.chat.completions.create(model="gpt-4o", messages=messages, tools=TOOLS)
@@ -227,3 +236,21 @@ def test_the_key_and_its_scope_are_required(project):
     assert post(KeyClient(None), body).status_code == 401
     assert post(KeyClient(make_key(project, scopes=["read"]).secret), body).status_code == 403
     assert post(KeyClient(make_key(project, scopes=["ingest"]).secret), body, "text/plain").status_code == 415
+
+
+def test_openinference_spans_become_the_same_session_turns_and_calls(live_server, transactional_db, provider,
+                                                                     monkeypatch):
+    project = make_project("otlp-openinference")
+    run_agent(provider, exporter("protobuf", live_server.url, make_key(project, scopes=["ingest"]).secret),
+              monkeypatch, content=True, instrumentation="openinference")
+    process(project)
+    session = Session.objects.get(project=project)
+    assert session.client_id == "research-run-7" and session.agent_name == "research-agent"
+    assert session.metadata["conventions"] == "openinference" and session.model == "gpt-4o"
+    turns = list(Turn.objects.filter(session=session).order_by("index"))
+    assert [(turn.index, turn.input_tokens, turn.output_tokens) for turn in turns] == [(0, 120, 15), (1, 120, 15)]
+    # OpenInference records the tools advertised: their schema tokens are counted.
+    assert turns[0].advertised_set.tool_count == 1 and turns[0].schema_tokens > 0
+    call = ToolCall.objects.get(session=session)
+    assert (call.tool_name, call.turn_index, call.arguments, call.output) == ("read_file", 0, {"path": "README.md"},
+                                                                             "hello")

@@ -27,10 +27,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 from toolscope.telemetry.otlp.decode import Span
+from toolscope.telemetry.otlp.openinference import as_genai
 
 INFERENCE = {"chat", "text_completion", "generate_content"}
 EXECUTE_TOOL = "execute_tool"
 MAX_INDEX = 2**31 - 1
+CONVENTIONS = "toolscope.conventions"  # set on spans read from another convention (openinference.py)
 
 
 def is_genai(span: Span) -> bool:
@@ -39,8 +41,9 @@ def is_genai(span: Span) -> bool:
 
 
 def genai_events(spans: Iterable[Span]) -> list[dict[str, Any]]:
-    """The events of the GenAI spans among `spans` (others are ignored), sessions first."""
-    spans = [span for span in spans if is_genai(span)]
+    """The events of the GenAI spans among `spans` (OpenInference spans read as GenAI ones, see
+    openinference.py; others are ignored), sessions first."""
+    spans = [span for span in map(as_genai, spans) if is_genai(span)]
     sessions: dict[str, dict[str, Any]] = {}
     turns: list[dict[str, Any]] = []
     calls: dict[str, dict[str, Any]] = {}
@@ -50,7 +53,8 @@ def genai_events(spans: Iterable[Span]) -> list[dict[str, Any]]:
     for span in sorted(spans, key=lambda span: span.start_ns):
         session = _session_id(span)
         event = sessions.setdefault(session, {"type": "session", "id": session, "timestamp": _time(span.start_ns),
-                                              "metadata": {"source": "otlp", "conventions": "gen_ai",
+                                              "metadata": {"source": "otlp",
+                                                           "conventions": span.attributes.get(CONVENTIONS, "gen_ai"),
                                                            "content_captured": True}})
         agent = span.attributes.get("gen_ai.agent.name") or span.resource.get("service.name")
         if isinstance(agent, str) and agent and "agent_name" not in event:

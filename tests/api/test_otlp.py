@@ -76,6 +76,10 @@ def run_agent(provider: str, exporter: Any, monkeypatch, *, content: bool, instr
     if instrumentation == "gen_ai":
         from opentelemetry.instrumentation.openai_v2 import OpenAIInstrumentor
         session = nullcontext()
+    elif instrumentation == "openllmetry":
+        from opentelemetry.instrumentation.openai import OpenAIInstrumentor
+        session = nullcontext()
+        monkeypatch.setenv("TRACELOOP_TRACE_CONTENT", "true" if content else "false")
     else:
         from openinference.instrumentation import using_session
         from openinference.instrumentation.openai import OpenAIInstrumentor
@@ -254,3 +258,18 @@ def test_openinference_spans_become_the_same_session_turns_and_calls(live_server
     call = ToolCall.objects.get(session=session)
     assert (call.tool_name, call.turn_index, call.arguments, call.output) == ("read_file", 0, {"path": "README.md"},
                                                                              "hello")
+
+
+def test_openllmetry_spans_carry_the_tool_definitions_too(live_server, transactional_db, provider, monkeypatch):
+    """Traceloop's OpenLLMetry instrumentation writes the current GenAI attributes, with
+    `gen_ai.tool.definitions`: the advertised schemas are counted."""
+    project = make_project("otlp-openllmetry")
+    run_agent(provider, exporter("json", live_server.url, make_key(project, scopes=["ingest"]).secret),
+              monkeypatch, content=True, instrumentation="openllmetry")
+    process(project)
+    session = Session.objects.get(project=project)
+    turns = list(Turn.objects.filter(session=session).order_by("index"))
+    assert [(turn.index, turn.input_tokens) for turn in turns] == [(0, 120), (1, 120)]
+    assert turns[1].advertised_set.tools[0]["name"] == "read_file" and turns[1].schema_tokens > 0
+    call = ToolCall.objects.get(session=session)
+    assert (call.tool_name, call.arguments, call.output) == ("read_file", {"path": "README.md"}, "hello")

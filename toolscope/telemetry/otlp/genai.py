@@ -9,8 +9,9 @@ the `execute_tool` span of the same call are one event (the first stored wins; r
 create nothing twice).
 
 A turn's index is its place in the conversation: how many assistant messages its input holds
-(0 for the first request). Without captured content (the conventions make it opt-in) there are no
-messages: the index falls back to the span's start in milliseconds modulo 2^31 (ordered, rarely
+(0 for the first request); two requests of one export with the same count (parallel requests,
+or an instrumentation that cut the history) fall back to the start time below. Without
+captured content (the conventions make it opt-in) there are no messages: the index falls back to the span's start in milliseconds modulo 2^31 (ordered, rarely
 equal within a session), and the session's metadata says `content_captured: false`: tool
 definitions and messages are not known, so schema and message tokens are partial (the session
 page says so). A tool
@@ -25,6 +26,8 @@ from collections import defaultdict
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
+
+from toolscope_agent.engine.schemas import schema_hash
 
 from toolscope.telemetry.otlp.decode import Span
 from toolscope.telemetry.otlp.openinference import as_genai
@@ -50,6 +53,8 @@ def genai_events(spans: Iterable[Span]) -> list[dict[str, Any]]:
     # Per session: (start ns, turn index) of each inference span, and call id -> turn index.
     started: dict[str, list[tuple[int, int]]] = defaultdict(list)
     asked_in: dict[tuple[str, str], int] = {}
+    used: set[tuple[str, int]] = set()
+    definitions_sent: set[str] = set()
     for span in sorted(spans, key=lambda span: span.start_ns):
         session = _session_id(span)
         event = sessions.setdefault(session, {"type": "session", "id": session, "timestamp": _time(span.start_ns),
@@ -61,6 +66,11 @@ def genai_events(spans: Iterable[Span]) -> list[dict[str, Any]]:
             event["agent_name"] = agent[:200]
         if span.attributes.get("gen_ai.operation.name") in INFERENCE:
             turn, history = _turn(span, session)
+            if (session, turn["index"]) in used:  # two requests with one history: parallel, or truncated
+                turn["index"] = _fallback_index(span)
+            used.add((session, turn["index"]))
+            if "tools" in turn:
+                turn["tools"] = _once(turn["tools"], definitions_sent)
             turns.append(turn)
             if "gen_ai.input.messages" not in span.attributes:
                 event["metadata"]["content_captured"] = False
@@ -80,6 +90,17 @@ def genai_events(spans: Iterable[Span]) -> list[dict[str, Any]]:
             existing = calls.get(call["id"])
             calls[call["id"]] = {**existing, **call} if existing else call  # the span knows duration, status
     return [*sessions.values(), *turns, *calls.values()]
+
+
+def _once(tools: list[dict[str, Any]], sent: set[str]) -> list[dict[str, Any]]:
+    """Each definition in full the first time this export carries it, then by its hash (as the
+    SDK sends them): an agent's 6 KB of tools is stored once per export, not once per request."""
+    out = []
+    for tool in tools:
+        digest = schema_hash(tool["name"], tool["description"], tool["input_schema"])
+        out.append({"name": tool["name"], "schema_hash": digest} if digest in sent else tool)
+        sent.add(digest)
+    return out
 
 
 def _session_id(span: Span) -> str:

@@ -11,8 +11,8 @@ create nothing twice).
 A turn's index is its place in the conversation: how many assistant messages its input holds
 (0 for the first request); two requests of one export with the same count (parallel requests,
 or an instrumentation that cut the history) fall back to the start time below. Without
-captured content (the conventions make it opt-in) there are no messages: the index falls back to the span's start in milliseconds modulo 2^31 (ordered, rarely
-equal within a session), and the session's metadata says `content_captured: false`: tool
+captured content (the conventions make it opt-in) there are no messages: the index falls back
+to the span's start in milliseconds modulo 2^31 (ordered, rarely equal within a session), and the session's metadata says `content_captured: false`: tool
 definitions and messages are not known, so schema and message tokens are partial (the session
 page says so). A tool
 call whose request did not come with its turn's span is attached to the last inference span of

@@ -3,7 +3,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, Spec
 
 from api.views.artifacts import ArtifactView
 from api.views.ingest import IngestView, TranscriptView
-from api.views.otlp import OtlpTracesView
+from api.views.otlp import OtlpLogsView, OtlpTracesView
 from api.views.policy import PolicyView
 from api.views.read import BatchView, OverviewView, SessionsView, SessionView, ToolStatsView
 from api.views.resolve import ResolveView, ToolSearchView
@@ -21,6 +21,7 @@ urlpatterns = [
     path("tools/search", ToolSearchView.as_view(), name="tools-search"),
     path("artifacts/<str:artifact_id>", ArtifactView.as_view(), name="artifact"),
     path("otlp/v1/traces", OtlpTracesView.as_view(), name="otlp-traces"),
+    path("otlp/v1/logs", OtlpLogsView.as_view(), name="otlp-logs"),
     path("sessions", SessionsView.as_view(), name="sessions"),
     path("sessions/<path:client_id>", SessionView.as_view(), name="session"),
     path("tools/stats", ToolStatsView.as_view(), name="tools-stats"),

@@ -30,10 +30,12 @@ from rest_framework.views import APIView
 from api.parsers import read_limited
 from api.serializers import ErrorSerializer
 from toolscope.telemetry.models import BatchKind
+from toolscope.telemetry.otlp.claude_code import claude_code_events
 from toolscope.telemetry.otlp.decode import (
     JSON,
     PROTOBUF,
     OtlpDecodeError,
+    decode_logs,
     decode_traces,
     encode_response,
     encode_status,
@@ -45,6 +47,9 @@ INVALID_ARGUMENT = 3  # google.rpc.Code
 # In OTLP/JSON; in protobuf, the messages of the same names.
 EXPORT_RESPONSE = {"type": "object", "properties": {"partialSuccess": {"type": "object", "properties": {
     "rejectedSpans": {"type": "string", "description": "int64, as OTLP/JSON writes it"},
+    "errorMessage": {"type": "string"}}}}}
+EXPORT_LOGS_RESPONSE = {"type": "object", "properties": {"partialSuccess": {"type": "object", "properties": {
+    "rejectedLogRecords": {"type": "string", "description": "int64, as OTLP/JSON writes it"},
     "errorMessage": {"type": "string"}}}}}
 STATUS = {"type": "object", "properties": {"code": {"type": "integer"}, "message": {"type": "string"},
                                            "details": {"type": "array", "items": {"type": "object"}}},
@@ -98,12 +103,48 @@ class OtlpTracesView(APIView):
         except OtlpDecodeError as exc:
             return HttpResponse(encode_status(INVALID_ARGUMENT, str(exc), encoding), status=400,
                                 content_type=encoding)
-        events = genai_events(spans)
-        rejected, message = 0, ""
-        if events:
-            outcome = ingest_events(api_key=request.auth, raw_events=events, kind=BatchKind.OTLP)
-            failed = [result for result in outcome.results if result["status"] == "rejected"]
-            rejected = len(failed)
-            if failed:
-                message = f"{rejected} span events rejected; the first: {failed[0]['path']}: {failed[0]['reason']}"
+        rejected, message = _store(request, genai_events(spans))
         return HttpResponse(encode_response(rejected, message, encoding), content_type=encoding)
+
+
+class OtlpLogsView(APIView):
+    required_scope = "ingest"
+    parser_classes = [ProtobufBody, JsonBody]
+
+    @extend_schema(
+        summary="Receive OpenTelemetry logs (OTLP/HTTP)",
+        description="An OTLP ExportLogsServiceRequest, protobuf or JSON, gzip welcome, authenticated by "
+        "`Authorization: Bearer <key>` (ingest scope). Claude Code's log events (api_request, tool_result, "
+        "tool_decision, user_prompt) become session, turn and tool_call events, stored before the answer "
+        "(docs/otlp.md); the answer is OTLP's ExportLogsServiceResponse in the request's encoding.",
+        request={PROTOBUF: {"type": "string", "format": "binary"}, JSON: {"type": "object"}},
+        responses={200: OpenApiResponse(response=EXPORT_LOGS_RESPONSE, description="ExportLogsServiceResponse"),
+                   400: OpenApiResponse(response=STATUS, description="google.rpc.Status: the body is not an "
+                                        "export request"),
+                   **dict.fromkeys((401, 403, 413, 415, 429), ErrorSerializer)},
+    )
+    def post(self, request: Request) -> HttpResponse:
+        data = request.data
+        if not data:
+            return HttpResponse(encode_response(0, "", PROTOBUF, logs=True), content_type=PROTOBUF)
+        if not isinstance(data, dict) or "body" not in data:
+            raise exceptions.UnsupportedMediaType(request.content_type)
+        encoding = data["encoding"]
+        try:
+            records = decode_logs(data["body"], encoding)
+        except OtlpDecodeError as exc:
+            return HttpResponse(encode_status(INVALID_ARGUMENT, str(exc), encoding), status=400,
+                                content_type=encoding)
+        rejected, message = _store(request, claude_code_events(records))
+        return HttpResponse(encode_response(rejected, message, encoding, logs=True), content_type=encoding)
+
+
+def _store(request: Request, events: list[dict[str, Any]]) -> tuple[int, str]:
+    """Validate and store `events` as one batch; (rejected count, why the first was)."""
+    if not events:
+        return 0, ""
+    outcome = ingest_events(api_key=request.auth, raw_events=events, kind=BatchKind.OTLP)
+    failed = [result for result in outcome.results if result["status"] == "rejected"]
+    if not failed:
+        return 0, ""
+    return len(failed), f"{len(failed)} events rejected; the first: {failed[0]['path']}: {failed[0]['reason']}"

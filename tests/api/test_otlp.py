@@ -273,3 +273,77 @@ def test_openllmetry_spans_carry_the_tool_definitions_too(live_server, transacti
     assert turns[1].advertised_set.tools[0]["name"] == "read_file" and turns[1].schema_tokens > 0
     call = ToolCall.objects.get(session=session)
     assert (call.tool_name, call.arguments, call.output) == ("read_file", {"path": "README.md"}, "hello")
+
+
+# Claude Code's log events as its monitoring documentation and real exports show them: the body
+# is the prefixed name, `event.name` the bare one; before v2.1.122 every number was a string, and
+# tool_result's still are.
+SESSION = "5f2b6c1e-9a41-4c0e-8b1d-2f7e0c3a9d10"
+
+
+def claude_code_records(numbers_as_strings: bool) -> list[tuple[str, dict[str, Any]]]:
+    def number(value: int) -> int | str:
+        return str(value) if numbers_as_strings else value
+
+    common = {"session.id": SESSION, "user.id": "a1b2c3", "terminal.type": "vscode"}
+    return [
+        ("user_prompt", {**common, "event.sequence": 0, "prompt.id": "p-1", "prompt_length": "29",
+                         "prompt": "Why does the login test fail?", "event.timestamp": "2026-11-26T09:00:00.000Z"}),
+        ("api_request", {**common, "event.sequence": 1, "prompt.id": "p-1", "model": "claude-sonnet-4-5",
+                         "input_tokens": number(18_200), "output_tokens": number(310),
+                         "cache_read_tokens": number(9_000),
+                         "cache_creation_tokens": number(0), "cost_usd": 0.061, "duration_ms": number(4_120),
+                         "request_id": "req_011A", "event.timestamp": "2026-11-26T09:00:01.000Z"}),
+        ("tool_result", {**common, "event.sequence": 2, "prompt.id": "p-1", "tool_name": "Bash", "success": "true",
+                         "duration_ms": "840", "tool_result_size_bytes": "2048", "tool_use_id": "toolu_01",
+                         "tool_input": json.dumps({"command": "pytest tests/test_login.py"}),
+                         "event.timestamp": "2026-11-26T09:00:06.000Z"}),
+        ("tool_decision", {**common, "event.sequence": 3, "prompt.id": "p-1", "tool_name": "Write",
+                           "tool_use_id": "toolu_02", "decision": "reject", "source": "user_reject",
+                           "event.timestamp": "2026-11-26T09:00:07.000Z"}),
+        ("api_request", {**common, "event.sequence": 4, "prompt.id": "p-1", "model": "claude-sonnet-4-5",
+                         "input_tokens": number(19_400), "output_tokens": number(120),
+                         "cache_read_tokens": number(18_000),
+                         "duration_ms": number(2_050), "request_id": "req_011B",
+                         "event.timestamp": "2026-11-26T09:00:09.000Z"}),
+        ("tool_result", {**common, "event.sequence": 5, "prompt.id": "p-1", "tool_name": "Read", "success": "false",
+                         "duration_ms": "12", "error": "File does not exist.", "tool_use_id": "toolu_03",
+                         "event.timestamp": "2026-11-26T09:00:10.000Z"}),
+    ]
+
+
+@pytest.mark.parametrize(("encoding", "numbers_as_strings"), [("protobuf", False), ("json", True)])
+def test_claude_code_log_events_become_turns_and_calls(live_server, transactional_db, encoding, numbers_as_strings):
+    from opentelemetry.exporter.otlp.json.http._log_exporter import OTLPLogExporter as JsonLogExporter
+    from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter as ProtobufLogExporter
+    from opentelemetry.sdk._logs import LoggerProvider
+    from opentelemetry.sdk._logs.export import BatchLogRecordProcessor
+    from opentelemetry.sdk.resources import Resource
+
+    project = make_project(f"claude-code-{encoding}")
+    key = make_key(project, scopes=["ingest"]).secret
+    endpoint, headers = f"{live_server.url}/api/v1/otlp/v1/logs", {"Authorization": f"Bearer {key}"}
+    log_exporter = (ProtobufLogExporter if encoding == "protobuf" else JsonLogExporter)(endpoint=endpoint,
+                                                                                      headers=headers)
+    provider = LoggerProvider(resource=Resource.create({"service.name": "claude-code", "service.version": "2.1.241"}))
+    provider.add_log_record_processor(BatchLogRecordProcessor(log_exporter))
+    logger = provider.get_logger("com.anthropic.claude_code.events", "2.1.241")
+    for name, attributes in claude_code_records(numbers_as_strings):
+        logger.emit(body=f"claude_code.{name}", attributes={"event.name": name, **attributes})
+    assert provider.force_flush(10_000)
+    provider.shutdown()
+    process(project)
+    session = Session.objects.get(project=project)
+    assert (session.client_id, session.agent_name, session.model) == (SESSION, "claude-code", "claude-sonnet-4-5")
+    assert session.metadata == {"source": "otlp", "conventions": "claude_code", "content_captured": False}
+    turns = list(Turn.objects.filter(session=session).order_by("index"))
+    assert [(t.index, t.input_tokens, t.output_tokens, t.cached_tokens) for t in turns] == [
+        (1, 18_200, 310, 9_000), (4, 19_400, 120, 18_000)]
+    assert turns[0].task_message == "Why does the login test fail?" and turns[0].latency_ms == 4_120
+    calls = {call.call_id: call for call in ToolCall.objects.filter(session=session)}
+    assert (calls["toolu_01"].tool_name, calls["toolu_01"].status, calls["toolu_01"].turn_index) == ("Bash", "ok", 1)
+    assert calls["toolu_01"].arguments == {"command": "pytest tests/test_login.py"}
+    assert calls["toolu_01"].duration_ms == 840 and calls["toolu_01"].output == ""  # Claude Code sends sizes only
+    assert (calls["toolu_02"].tool_name, calls["toolu_02"].status) == ("Write", "denied")
+    assert (calls["toolu_03"].status, calls["toolu_03"].error, calls["toolu_03"].turn_index) == (
+        "error", "File does not exist.", 4)

@@ -17,6 +17,7 @@ from typing import Any
 
 from google.protobuf import json_format
 from google.protobuf.message import DecodeError
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest, ExportLogsServiceResponse
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
@@ -77,11 +78,57 @@ def decode_traces(body: bytes, encoding: str) -> list[Span]:
     return spans
 
 
-def encode_response(rejected: int, message: str, encoding: str) -> bytes:
-    """An ExportTraceServiceResponse: `partial_success` when spans were rejected."""
-    response = ExportTraceServiceResponse()
+@dataclass(frozen=True)
+class LogRecord:
+    body: Any
+    attributes: dict[str, Any]
+    time_ns: int
+    trace_id: str = ""
+    span_id: str = ""
+    resource: dict[str, Any] = field(default_factory=dict)
+    scope: str = ""
+
+
+def decode_logs(body: bytes, encoding: str) -> list[LogRecord]:
+    """The log records of an ExportLogsServiceRequest body in `encoding` (PROTOBUF or JSON)."""
+    request = ExportLogsServiceRequest()
+    try:
+        if encoding == PROTOBUF:
+            request.ParseFromString(body)
+        else:
+            data = json.loads(body)
+            if not isinstance(data, dict):
+                raise OtlpDecodeError("The body must be a JSON object with resourceLogs")
+            for resource_logs in data.get("resourceLogs") or []:
+                for scope_logs in (resource_logs or {}).get("scopeLogs") or []:
+                    for record in (scope_logs or {}).get("logRecords") or []:
+                        if isinstance(record, dict):
+                            _convert_ids(record)
+            json_format.ParseDict(data, request, ignore_unknown_fields=True)
+    except (DecodeError, json_format.ParseError, ValueError, TypeError, RecursionError) as exc:
+        raise OtlpDecodeError(f"The body is not an OTLP logs export request ({encoding}): {exc}") from None
+    records = []
+    for resource_logs in request.resource_logs:
+        resource = _attributes(resource_logs.resource.attributes)
+        for scope_logs in resource_logs.scope_logs:
+            for record in scope_logs.log_records:
+                records.append(LogRecord(
+                    body=_value(record.body), attributes=_attributes(record.attributes),
+                    time_ns=record.time_unix_nano or record.observed_time_unix_nano,
+                    trace_id=record.trace_id.hex(), span_id=record.span_id.hex(), resource=resource,
+                    scope=scope_logs.scope.name))
+    return records
+
+
+def encode_response(rejected: int, message: str, encoding: str, *, logs: bool = False) -> bytes:
+    """An ExportTraceServiceResponse (ExportLogsServiceResponse with `logs`): `partial_success`
+    when spans (log records) were rejected."""
+    response: Any = ExportLogsServiceResponse() if logs else ExportTraceServiceResponse()
     if rejected or message:
-        response.partial_success.rejected_spans = rejected
+        if logs:
+            response.partial_success.rejected_log_records = rejected
+        else:
+            response.partial_success.rejected_spans = rejected
         response.partial_success.error_message = message
     if encoding == PROTOBUF:
         return response.SerializeToString()
@@ -116,6 +163,7 @@ def _attributes(pairs: Any) -> dict[str, Any]:
 
 
 _ID_KEYS = ("traceId", "spanId", "parentSpanId", "trace_id", "span_id", "parent_span_id")
+# (log records carry traceId and spanId too)
 
 
 def _ids_to_base64(data: Any) -> Any:

@@ -10,17 +10,19 @@ create nothing twice).
 
 A turn's index is its place in the conversation: how many assistant messages its input holds
 (0 for the first request); two requests of one export with the same count (parallel requests,
-or an instrumentation that cut the history) fall back to the start time below. Without
-captured content (the conventions make it opt-in) there are no messages: the index falls back
-to the span's start in milliseconds modulo 2^31 (ordered, rarely equal within a session), and the session's metadata says `content_captured: false`: tool
-definitions and messages are not known, so schema and message tokens are partial (the session
-page says so). A tool
-call whose request did not come with its turn's span is attached to the last inference span of
-its session started before it in the same export, else to that same fallback index.
+or an instrumentation that cut the history) fall back to the start time below. Without captured
+content (the conventions make it opt-in) there are no messages: the index falls back to the
+span's start in milliseconds modulo 2^31 (ordered, rarely equal within a session), and the
+session's metadata says `content_captured: false`: tool definitions and messages are not known,
+so schema and message tokens are partial (the session page says so). A tool call whose request
+did not come with its turn's span is attached to the last inference span of its session started
+before it in the same export, else to that same fallback index.
 """
 
 from __future__ import annotations
 
+import copy
+import functools
 import json
 from collections import defaultdict
 from collections.abc import Iterable
@@ -92,13 +94,12 @@ def genai_events(spans: Iterable[Span]) -> list[dict[str, Any]]:
     return [*sessions.values(), *turns, *calls.values()]
 
 
-def _once(tools: list[dict[str, Any]], sent: set[str]) -> list[dict[str, Any]]:
+def _once(tools: list[tuple[dict[str, Any], str]], sent: set[str]) -> list[dict[str, Any]]:
     """Each definition in full the first time this export carries it, then by its hash (as the
     SDK sends them): an agent's 6 KB of tools is stored once per export, not once per request."""
     out = []
-    for tool in tools:
-        digest = schema_hash(tool["name"], tool["description"], tool["input_schema"])
-        out.append({"name": tool["name"], "schema_hash": digest} if digest in sent else tool)
+    for tool, digest in tools:
+        out.append({"name": tool["name"], "schema_hash": digest} if digest in sent else copy.deepcopy(tool))
         sent.add(digest)
     return out
 
@@ -163,18 +164,31 @@ def _turn(span: Span, session: str) -> tuple[dict[str, Any], list[dict[str, Any]
         if isinstance(attributes.get(key), int) and attributes[key] >= 0}
     if usage:
         turn["usage"] = usage
-    tools = _definitions(attributes.get("gen_ai.tool.definitions"))
-    if tools is not None:
-        turn["tools"] = tools
+    raw = attributes.get("gen_ai.tool.definitions")
+    hashed = _definitions_text(raw) if isinstance(raw, str) else _hashed(_definitions(raw))
+    if hashed is not None:
+        turn["tools"] = list(hashed)
     return turn, history or []
 
 
+@functools.lru_cache(maxsize=256)
+def _definitions_text(raw: str) -> tuple[tuple[dict[str, Any], str], ...] | None:
+    """(definition, schema hash) of each tool of a `gen_ai.tool.definitions` string: an agent
+    sends the same text on every request, so it is parsed and hashed once."""
+    try:
+        parsed = json.loads(raw)
+    except ValueError:
+        return None
+    return _hashed(_definitions(parsed))
+
+
+def _hashed(tools: list[dict[str, Any]] | None) -> tuple[tuple[dict[str, Any], str], ...] | None:
+    if tools is None:
+        return None
+    return tuple((tool, schema_hash(tool["name"], tool["description"], tool["input_schema"])) for tool in tools)
+
+
 def _definitions(raw: Any) -> list[dict[str, Any]] | None:
-    if isinstance(raw, str):
-        try:
-            raw = json.loads(raw)
-        except ValueError:
-            return None
     if not isinstance(raw, list):
         return None
     tools = []

@@ -347,3 +347,23 @@ def test_claude_code_log_events_become_turns_and_calls(live_server, transactiona
     assert (calls["toolu_02"].tool_name, calls["toolu_02"].status) == ("Write", "denied")
     assert (calls["toolu_03"].status, calls["toolu_03"].error, calls["toolu_03"].turn_index) == (
         "error", "File does not exist.", 4)
+
+
+def test_the_older_indexed_shape_of_a_real_openllmetry_export_is_mapped(otlp, project):
+    """tests/fixtures/otlp/openllmetry-0.54.0.pb: the export request of opentelemetry-instrumentation-
+    openai 0.54.0 (the last with gen_ai.prompt.N.*), captured by capture_openllmetry.py beside it."""
+    from pathlib import Path
+
+    body = (Path(__file__).resolve().parents[1] / "fixtures" / "otlp" / "openllmetry-0.54.0.pb").read_bytes()
+    response = post(otlp, body)
+    assert response.status_code == 200
+    assert ExportTraceServiceResponse.FromString(response.content).partial_success.rejected_spans == 0
+    process(project)
+    session = Session.objects.get(project=project)
+    assert session.agent_name == "weather-agent" and session.metadata["conventions"] == "gen_ai_indexed"
+    turns = list(Turn.objects.filter(session=session).order_by("index"))
+    assert [(turn.index, turn.input_tokens, turn.output_tokens) for turn in turns] == [(0, 42, 17), (1, 42, 17)]
+    assert turns[0].task_message == "Weather in Paris?" and turns[0].advertised_set.tools[0]["name"] == "get_weather"
+    call = ToolCall.objects.get(session=session)
+    assert (call.tool_name, call.call_id, call.arguments, call.output, call.turn_index) == (
+        "get_weather", "call_A1", {"city": "Paris"}, '{"temp_c": 21}', 0)

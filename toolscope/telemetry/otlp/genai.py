@@ -32,6 +32,7 @@ from typing import Any
 from toolscope_agent.engine.schemas import schema_hash
 
 from toolscope.telemetry.otlp.decode import Span
+from toolscope.telemetry.otlp.indexed import as_current
 from toolscope.telemetry.otlp.openinference import as_genai
 
 INFERENCE = {"chat", "text_completion", "generate_content"}
@@ -46,9 +47,10 @@ def is_genai(span: Span) -> bool:
 
 
 def genai_events(spans: Iterable[Span]) -> list[dict[str, Any]]:
-    """The events of the GenAI spans among `spans` (OpenInference spans read as GenAI ones, see
-    openinference.py; others are ignored), sessions first."""
-    spans = [span for span in map(as_genai, spans) if is_genai(span)]
+    """The events of the GenAI spans among `spans` (OpenInference spans and the older indexed
+    shape read as current GenAI ones, see openinference.py and indexed.py; others are ignored),
+    sessions first."""
+    spans = [span for span in (as_current(as_genai(span)) for span in spans) if is_genai(span)]
     sessions: dict[str, dict[str, Any]] = {}
     turns: list[dict[str, Any]] = []
     calls: dict[str, dict[str, Any]] = {}

@@ -157,6 +157,19 @@ class SessionView(APIView):
         "every tool call with its status, tokens, the call it repeats (`duplicate_of`, an event id) and its "
         "compaction artifact (`artifact`: the id `retrieve_tool_output` takes, tokens before and after).",
         responses={200: dict, **READ_ERRORS},
+        examples=[OpenApiExample("A session of one turn and two calls", response_only=True, value={
+            "session": {"client_id": "run-42", "agent_name": "coder", "model": "gpt-4o",
+                        "started_at": "2026-11-26T09:00:00Z", "ended_at": "2026-11-26T09:00:31Z", "metadata": {},
+                        "turn_count": 1, "tool_call_count": 2, "error_count": 0, "duplicate_tokens": 412,
+                        "max_window_share": 0.09, "near_window": False},
+            "turns": [{"index": 0, "model": "gpt-4o", "started_at": "2026-11-26T09:00:00Z", "input_tokens": 11840,
+                       "output_tokens": 96, "schema_tokens": 3120, "system_prompt_tokens": 410,
+                       "message_tokens": 58, "call_tokens": 40, "tool_output_tokens": 830,
+                       "estimated_input_tokens": 4458, "unattributed_tokens": 7382, "window_share": 0.09}],
+            "calls": [{"id": "run-42:c0", "turn_index": 0, "call_id": "call_1", "tool_name": "read_file",
+                       "status": "ok", "output_tokens": 412, "duplicate_of": None, "artifact": None},
+                      {"id": "run-42:c1", "turn_index": 0, "call_id": "call_2", "tool_name": "read_file",
+                       "status": "ok", "output_tokens": 412, "duplicate_of": "run-42:c0", "artifact": None}]})],
     )
     def get(self, request: Request, client_id: str) -> Response:
         session = selectors.session_get(project_id=request.auth.project_id, client_id=client_id)
@@ -203,6 +216,12 @@ class OverviewView(APIView):
         summary="The overview's KPIs", parameters=[RangeQuery], responses={200: dict, **READ_ERRORS},
         description="Each KPI of the dashboard's overview over [start, end) and over the period of the same "
         "length before it; `change` is relative for counts and in percentage points for shares.",
+        examples=[OpenApiExample("Two KPIs", response_only=True, value={
+            "start": "2026-11-25T09:00:00Z", "end": "2026-11-26T09:00:00Z", "kpis": [
+                {"key": "sessions", "label": "Sessions", "kind": "count", "better": "", "current": 120,
+                 "previous": 96, "change": 0.25},
+                {"key": "schema_share", "label": "Tool schemas, of provider-reported input", "kind": "share",
+                 "better": "down", "current": 0.31, "previous": 0.44, "change": -13.0}]})],
     )
     def get(self, request: Request) -> Response:
         data = _query(RangeQuery, request)
@@ -221,6 +240,13 @@ class BatchView(APIView):
         "`processing`, `done` or `failed`, and per event `stored`, `quarantined` (with the reason), "
         "`pending` before processing ends, or `failed` when the batch failed for good.",
         responses={200: dict, **READ_ERRORS},
+        examples=[OpenApiExample("A processed batch with one quarantined event", response_only=True, value={
+            "id": 311, "kind": "events", "status": "done", "attempts": 1, "error": "",
+            "received_at": "2026-11-26T09:00:00Z", "started_at": "2026-11-26T09:00:00Z",
+            "finished_at": "2026-11-26T09:00:01Z", "event_count": 2, "quarantined": 1,
+            "events": [{"id": "s-7f3a", "type": "session", "outcome": "stored"},
+                       {"id": "s-7f3a:c9", "type": "tool_call", "outcome": "quarantined",
+                        "reason": "DataError at processing.py:412"}]})],
     )
     def get(self, request: Request, batch_id: int) -> Response:
         batch = IngestBatch.objects.filter(project_id=request.auth.project_id, pk=batch_id).first()

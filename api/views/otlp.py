@@ -56,6 +56,19 @@ STATUS = {"type": "object", "properties": {"code": {"type": "integer"}, "message
           "required": ["code", "message"]}
 
 
+BINARY = {"type": "string", "format": "binary"}
+
+
+def _responses(answer: dict[str, Any], description: str) -> dict[Any, Any]:
+    """OTLP answers in the request's encoding: each status documented in both."""
+    status = "google.rpc.Status: the body is not an export request"
+    return {(200, JSON): OpenApiResponse(response=answer, description=description),
+            (200, PROTOBUF): OpenApiResponse(response=BINARY, description=description),
+            (400, JSON): OpenApiResponse(response=STATUS, description=status),
+            (400, PROTOBUF): OpenApiResponse(response=BINARY, description=status),
+            **dict.fromkeys((401, 403, 413, 415, 429), ErrorSerializer)}
+
+
 class _RawBody(BaseParser):
     """The body as bytes, decompressed within the ingest size limit, with its encoding."""
 
@@ -84,12 +97,9 @@ class OtlpTracesView(APIView):
         "`Authorization: Bearer <key>` (ingest scope). GenAI spans become session, turn and tool_call "
         "events, stored before the answer (docs/otlp.md); the answer is OTLP's ExportTraceServiceResponse in "
         "the request's encoding.",
-        request={PROTOBUF: {"type": "string", "format": "binary"}, JSON: {"type": "object"}},
-        responses={200: OpenApiResponse(response=EXPORT_RESPONSE, description="ExportTraceServiceResponse "
-                                        "(partial_success when spans were rejected), in the request's encoding"),
-                   400: OpenApiResponse(response=STATUS, description="google.rpc.Status: the body is not an "
-                                        "export request"),
-                   **dict.fromkeys((401, 403, 413, 415, 429), ErrorSerializer)},
+        request={PROTOBUF: BINARY, JSON: {"type": "object"}},
+        responses=_responses(EXPORT_RESPONSE, "ExportTraceServiceResponse (partial_success when spans were "
+                             "rejected), in the request's encoding"),
     )
     def post(self, request: Request) -> HttpResponse:
         data = request.data
@@ -117,11 +127,9 @@ class OtlpLogsView(APIView):
         "`Authorization: Bearer <key>` (ingest scope). Claude Code's log events (api_request, tool_result, "
         "tool_decision, user_prompt) become session, turn and tool_call events, stored before the answer "
         "(docs/otlp.md); the answer is OTLP's ExportLogsServiceResponse in the request's encoding.",
-        request={PROTOBUF: {"type": "string", "format": "binary"}, JSON: {"type": "object"}},
-        responses={200: OpenApiResponse(response=EXPORT_LOGS_RESPONSE, description="ExportLogsServiceResponse"),
-                   400: OpenApiResponse(response=STATUS, description="google.rpc.Status: the body is not an "
-                                        "export request"),
-                   **dict.fromkeys((401, 403, 413, 415, 429), ErrorSerializer)},
+        request={PROTOBUF: BINARY, JSON: {"type": "object"}},
+        responses=_responses(EXPORT_LOGS_RESPONSE, "ExportLogsServiceResponse (partial_success when log records "
+                             "were rejected), in the request's encoding"),
     )
     def post(self, request: Request) -> HttpResponse:
         data = request.data

@@ -21,7 +21,7 @@ from typing import Any
 
 from django.conf import settings
 from django.http import HttpResponse
-from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import exceptions
 from rest_framework.parsers import BaseParser
 from rest_framework.request import Request
@@ -87,64 +87,72 @@ class JsonBody(_RawBody):
     media_type = JSON
 
 
-class OtlpTracesView(APIView):
+class _OtlpView(APIView):
+    """Decode an export request (`decode`), map it to events (`events`), store them as one batch,
+    answer OTLP's response for the signal (`logs`) in the request's encoding."""
+
     required_scope = "ingest"
     parser_classes = [ProtobufBody, JsonBody]
+    logs = False
 
-    @extend_schema(
-        summary="Receive OpenTelemetry traces (OTLP/HTTP)",
-        description="An OTLP ExportTraceServiceRequest, protobuf or JSON, gzip welcome, authenticated by "
-        "`Authorization: Bearer <key>` (ingest scope). GenAI spans become session, turn and tool_call "
-        "events, stored before the answer (docs/otlp.md); the answer is OTLP's ExportTraceServiceResponse in "
-        "the request's encoding.",
-        request={PROTOBUF: BINARY, JSON: {"type": "object"}},
-        responses=_responses(EXPORT_RESPONSE, "ExportTraceServiceResponse (partial_success when spans were "
-                             "rejected), in the request's encoding"),
-    )
+    def decode(self, body: bytes, encoding: str) -> list[Any]:
+        raise NotImplementedError
+
+    def events(self, items: list[Any]) -> list[dict[str, Any]]:
+        raise NotImplementedError
+
     def post(self, request: Request) -> HttpResponse:
         data = request.data
         if not data:  # no body at all: an empty export
-            return HttpResponse(encode_response(0, "", PROTOBUF), content_type=PROTOBUF)
+            return HttpResponse(encode_response(0, "", PROTOBUF, logs=self.logs), content_type=PROTOBUF)
         if not isinstance(data, dict) or "body" not in data:
             raise exceptions.UnsupportedMediaType(request.content_type)
         encoding = data["encoding"]
         try:
-            spans = decode_traces(data["body"], encoding)
+            items = self.decode(data["body"], encoding)
         except OtlpDecodeError as exc:
             return HttpResponse(encode_status(INVALID_ARGUMENT, str(exc), encoding), status=400,
                                 content_type=encoding)
-        rejected, message = _store(request, genai_events(spans))
-        return HttpResponse(encode_response(rejected, message, encoding), content_type=encoding)
+        rejected, message = _store(request, self.events(items))
+        return HttpResponse(encode_response(rejected, message, encoding, logs=self.logs), content_type=encoding)
 
 
-class OtlpLogsView(APIView):
-    required_scope = "ingest"
-    parser_classes = [ProtobufBody, JsonBody]
+@extend_schema_view(post=extend_schema(
+    summary="Receive OpenTelemetry traces (OTLP/HTTP)",
+    description="An OTLP ExportTraceServiceRequest, protobuf or JSON, gzip welcome, authenticated by "
+    "`Authorization: Bearer <key>` (ingest scope). GenAI spans become session, turn and tool_call "
+    "events, stored before the answer (docs/otlp.md); the answer is OTLP's ExportTraceServiceResponse in "
+    "the request's encoding.",
+    request={PROTOBUF: BINARY, JSON: {"type": "object"}},
+    responses=_responses(EXPORT_RESPONSE, "ExportTraceServiceResponse (partial_success when spans were "
+                         "rejected), in the request's encoding"),
+))
+class OtlpTracesView(_OtlpView):
+    def decode(self, body: bytes, encoding: str) -> list[Any]:
+        return decode_traces(body, encoding)
 
-    @extend_schema(
-        summary="Receive OpenTelemetry logs (OTLP/HTTP)",
-        description="An OTLP ExportLogsServiceRequest, protobuf or JSON, gzip welcome, authenticated by "
-        "`Authorization: Bearer <key>` (ingest scope). Claude Code's log events (api_request, tool_result, "
-        "tool_decision, user_prompt) become session, turn and tool_call events, stored before the answer "
-        "(docs/otlp.md); the answer is OTLP's ExportLogsServiceResponse in the request's encoding.",
-        request={PROTOBUF: BINARY, JSON: {"type": "object"}},
-        responses=_responses(EXPORT_LOGS_RESPONSE, "ExportLogsServiceResponse (partial_success when log records "
-                             "were rejected), in the request's encoding"),
-    )
-    def post(self, request: Request) -> HttpResponse:
-        data = request.data
-        if not data:
-            return HttpResponse(encode_response(0, "", PROTOBUF, logs=True), content_type=PROTOBUF)
-        if not isinstance(data, dict) or "body" not in data:
-            raise exceptions.UnsupportedMediaType(request.content_type)
-        encoding = data["encoding"]
-        try:
-            records = decode_logs(data["body"], encoding)
-        except OtlpDecodeError as exc:
-            return HttpResponse(encode_status(INVALID_ARGUMENT, str(exc), encoding), status=400,
-                                content_type=encoding)
-        rejected, message = _store(request, claude_code_events(records))
-        return HttpResponse(encode_response(rejected, message, encoding, logs=True), content_type=encoding)
+    def events(self, items: list[Any]) -> list[dict[str, Any]]:
+        return genai_events(items)
+
+
+@extend_schema_view(post=extend_schema(
+    summary="Receive OpenTelemetry logs (OTLP/HTTP)",
+    description="An OTLP ExportLogsServiceRequest, protobuf or JSON, gzip welcome, authenticated by "
+    "`Authorization: Bearer <key>` (ingest scope). Claude Code's log events (api_request, tool_result, "
+    "tool_decision, user_prompt) become session, turn and tool_call events, stored before the answer "
+    "(docs/otlp.md); the answer is OTLP's ExportLogsServiceResponse in the request's encoding.",
+    request={PROTOBUF: BINARY, JSON: {"type": "object"}},
+    responses=_responses(EXPORT_LOGS_RESPONSE, "ExportLogsServiceResponse (partial_success when log records "
+                         "were rejected), in the request's encoding"),
+))
+class OtlpLogsView(_OtlpView):
+    logs = True
+
+    def decode(self, body: bytes, encoding: str) -> list[Any]:
+        return decode_logs(body, encoding)
+
+    def events(self, items: list[Any]) -> list[dict[str, Any]]:
+        return claude_code_events(items)
 
 
 def _store(request: Request, events: list[dict[str, Any]]) -> tuple[int, str]:

@@ -6,11 +6,8 @@ PostgreSQL) serving the published policy and receiving the telemetry.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import socket
 import subprocess
-import threading
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -21,7 +18,7 @@ import mcp.types as types
 import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
-from tests.e2e.conftest import ingest_queue, wait_for, worker  # noqa: F401 -- fixtures
+from tests.e2e.conftest import ResponseDroppingProxy, ingest_queue, wait_for, worker  # noqa: F401 -- fixtures
 from tests.factories import make_key, make_project, make_user
 from toolscope.policies.models import CompactionRule, Policy, Tool
 from toolscope.policies.services.catalog import catalog_upsert
@@ -243,54 +240,20 @@ def test_approval_is_asked_through_elicitation_or_refused(live_server, project, 
     assert "feature-a" in branches and "feature-b" not in branches and "feature-c" not in branches
 
 
-class Forwarder:
-    """A TCP forwarder to toolscope that the test can stop: toolscope "down" for the gateway."""
-
-    def __init__(self, target: str) -> None:
-        host, port = target.removeprefix("http://").split(":")
-        self.target = (host, int(port))
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self.listener.accept()
-            except OSError:
-                return
-            upstream = socket.create_connection(self.target)
-            for source, sink in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pipe, args=(source, sink), daemon=True).start()
-
-    @staticmethod
-    def _pipe(source: socket.socket, sink: socket.socket) -> None:
-        try:
-            while chunk := source.recv(65536):
-                sink.sendall(chunk)
-        except OSError:
-            pass
-        finally:
-            for end in (source, sink):
-                with contextlib.suppress(OSError):
-                    end.shutdown(socket.SHUT_RDWR)
-
-    def stop(self) -> None:
-        self.listener.close()
-
-
 @pytest.fixture
-def forwarder(live_server) -> Iterator[Forwarder]:
-    running = Forwarder(live_server.url)
+def forwarder(live_server) -> Iterator[ResponseDroppingProxy]:
+    """A TCP forwarder to toolscope (dropping nothing) that the test closes: toolscope "down"."""
+    host, port = live_server.url.removeprefix("http://").split(":")
+    running = ResponseDroppingProxy((host, int(port)), drop=0)
     yield running
-    running.stop()
+    running.close()
 
 
 def test_the_gateway_keeps_serving_the_last_policy_with_toolscope_down(live_server, forwarder, project, repository,
                                                                        tmp_path):
     publish(project, mode="context_rules", always_on=["git_status", "get_current_time"])
     key = make_key(project, scopes=("ingest", "policy:read")).secret
-    config = write_config(tmp_path, repository, {"url": forwarder.url, "apiKey": key,
+    config = write_config(tmp_path, repository, {"url": f"http://127.0.0.1:{forwarder.port}", "apiKey": key,
                                                  "cacheDir": str(tmp_path / "cache")})
 
     async def session() -> tuple[list[str], bool, str]:
@@ -300,7 +263,7 @@ def test_the_gateway_keeps_serving_the_last_policy_with_toolscope_down(live_serv
             return names, result.is_error, text(result)
 
     online = anyio.run(session)
-    forwarder.stop()  # toolscope unreachable from now on; the gateway starts again
+    forwarder.close()  # toolscope unreachable from now on; the gateway starts again
     offline = anyio.run(session)
     assert online[0] == offline[0] == ["git_status", "get_current_time"]  # the policy kept on disk
     assert offline[1] is False and "Asia/Tokyo" in offline[2]

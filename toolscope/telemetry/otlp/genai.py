@@ -219,12 +219,7 @@ def _answered_calls(history: list[dict[str, Any]], session: str, span: Span) -> 
             call_id = str(part.get("id") or "")
             if part.get("type") != "tool_call" or not call_id or call_id not in answers:
                 continue
-            arguments = part.get("arguments")
-            if isinstance(arguments, str):
-                try:
-                    arguments = json.loads(arguments)
-                except ValueError:
-                    arguments = {"arguments": arguments}
+            arguments = _arguments(part.get("arguments"))
             response = answers[call_id]
             calls.append({"type": "tool_call", "id": f"{session}:{call_id}"[:200], "session_id": session,
                           "turn_index": assistant_turn, "call_id": call_id[:200],
@@ -245,12 +240,7 @@ def _executed(span: Span, session: str) -> dict[str, Any]:
         "duration_ms": round(max(0, span.end_ns - span.start_ns) / 1e6, 3)}
     if call_id:
         call["call_id"] = str(call_id)[:200]
-    arguments = attributes.get("gen_ai.tool.call.arguments")
-    if isinstance(arguments, str):
-        try:
-            arguments = json.loads(arguments)
-        except ValueError:
-            arguments = {"arguments": arguments}
+    arguments = _arguments(attributes.get("gen_ai.tool.call.arguments"))
     if isinstance(arguments, dict):
         call["arguments"] = arguments
     result = attributes.get("gen_ai.tool.call.result")
@@ -259,3 +249,14 @@ def _executed(span: Span, session: str) -> dict[str, Any]:
     if span.failed and span.status_message:
         call["error"] = span.status_message[:2000]
     return call
+
+
+def _arguments(value: Any) -> Any:
+    """Arguments as the conventions give them: an object, or its JSON text (text that is no JSON
+    is kept under "arguments")."""
+    if not isinstance(value, str):
+        return value
+    try:
+        return json.loads(value)
+    except ValueError:
+        return {"arguments": value}

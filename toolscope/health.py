@@ -72,8 +72,8 @@ def check_broker() -> dict[str, Any]:
 
 
 def check_worker() -> dict[str, Any]:
+    from toolscope.heartbeat import heartbeat_age_seconds
     from toolscope.telemetry.services.batches import worker_metrics
-    from workers.heartbeat import heartbeat_age_seconds
 
     if settings.CELERY_TASK_ALWAYS_EAGER:
         return {"mode": "eager", "detail": "no workers; tasks run in the web process", "batches": worker_metrics()}

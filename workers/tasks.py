@@ -17,13 +17,14 @@ from django.conf import settings
 from django.core.cache import cache
 from django.db import InterfaceError, OperationalError, connection
 
+from toolscope.heartbeat import heartbeat_record
 from toolscope.policies.services import recommendations, simulation_runs
 from toolscope.policies.services.search_history import search_history_refresh_active
+from toolscope.telemetry.services import ingest
 from toolscope.telemetry.services.batches import batches_sweep
 from toolscope.telemetry.services.processing import BatchResult, batch_attempts, batch_mark_failed, batch_process
 from toolscope.telemetry.services.quarantine import failure_reason
 from toolscope.telemetry.services.rollups import dirty_hours_pending, rollups_refresh
-from workers.heartbeat import heartbeat_record
 
 logger = logging.getLogger(__name__)
 
@@ -82,7 +83,7 @@ class BatchAttemptFailed(Exception):
 
 
 @shared_task(
-    name="workers.process_batch",
+    name=ingest.PROCESS_TASK,
     bind=True,
     acks_late=True,
     autoretry_for=TRANSIENT_ERRORS,

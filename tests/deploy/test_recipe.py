@@ -1,6 +1,6 @@
 """The production recipe says what the deployment needs, checked without Docker.
 
-Dockerfile: python:3.11-slim, the SDK in place before `pip install -r requirements.txt`, static
+Dockerfile: python:3.11-slim, the runtime requirements installed with their hashes and the SDK as a package, static
 files collected at build time (and that step really works with the production settings and
 nothing else running), a non-root user, port 8000. docker-compose.yml: healthy PostgreSQL and
 Redis with persistent volumes before any toolscope process starts, one strict environment for
@@ -49,10 +49,25 @@ def test_dockerfile_installs_the_sdk_with_the_requirements():
         if keyword == "RUN" and "pip install" in arguments and "-r requirements.txt" in arguments
     )
     copied_before = " ".join(arguments for keyword, arguments in instructions[:install] if keyword == "COPY")
-    assert "requirements.txt" in copied_before
-    # requirements.txt says `-e ./sdk`: the SDK has to be in the image before pip runs.
-    assert "-e ./sdk" in (recipe.REPO_ROOT / "requirements.txt").read_text()
-    assert "sdk/ ./sdk/" in copied_before or "sdk ./sdk" in copied_before
+    assert "requirements.txt" in copied_before and "sdk/ ./sdk/" in copied_before
+    command = instructions[install][1]
+    # The runtime only, every pin hashed; the SDK as a package, not editable.
+    assert "--require-hashes -r requirements.txt" in command and "pip install --no-deps ./sdk" in command
+    assert "requirements-dev.txt" not in command and "-e ./sdk" not in command
+
+
+def test_the_runtime_requirements_hold_no_development_tool_and_every_pin_is_hashed():
+    runtime = (recipe.REPO_ROOT / "requirements.txt").read_text()
+    pins = [line.split("==")[0] for line in runtime.splitlines() if "==" in line and not line.startswith(" ")]
+    assert pins and all(f"{name}==" in runtime for name in ("django", "celery", "granian", "opentelemetry-proto"))
+    for tool in ("pytest", "playwright", "mypy", "ruff", "schemathesis", "hypothesis", "import-linter", "uv"):
+        assert tool not in pins, tool
+    blocks = runtime.split("\n")
+    for index, line in enumerate(blocks):
+        if "==" in line and not line.startswith(" "):
+            assert blocks[index].endswith("\\") and "--hash=sha256:" in blocks[index + 1], line
+    development = (recipe.REPO_ROOT / "requirements-dev.txt").read_text()
+    assert "pytest==" in development and "--hash=sha256:" in development
 
 
 def test_dockerfile_default_command_is_granian_on_the_port_from_the_environment():

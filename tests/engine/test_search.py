@@ -164,3 +164,15 @@ def test_search_returns_at_most_top_k_hits_sorted_and_stable(catalog, query, top
                                inner, max_size=4), max_leaves=20))
 def test_parameter_summary_never_fails(schema):
     assert parameter_summary(schema).startswith("{")
+
+
+def test_an_index_is_reused_for_the_same_history_and_rebuilt_for_another():
+    from toolscope_agent.engine.search import search_index
+
+    catalog = [{"name": "git_log", "description": "Show commits."}, {"name": "read_file", "description": "Read."}]
+    history = {"git_log": ["what changed lately"]}
+    first = search_index(catalog, "bm25f-2", history)
+    assert search_index(catalog, "bm25f-2", history) is first
+    assert search_index(catalog, "bm25f-2", {"git_log": ["what changed lately"]}) is first  # equal texts
+    other = search_index(catalog, "bm25f-2", {"git_log": ["who wrote this"]})
+    assert other is not first and search_index(catalog, "bm25f-2", None) is not first

@@ -19,11 +19,13 @@ An unknown version (a document from a newer server) ranks with the default: the 
 results, and `ranker_for` says which ranking it used.
 
 Speed: an index is built once per catalog content, history and ranker; `search_tools` keeps the
-last few, keyed by the (name, description) pairs, the history and the ranker themselves.
+last few, keyed by the (name, description) pairs, a digest of the history (computed once per
+history object) and the ranker.
 """
 
 from __future__ import annotations
 
+import hashlib
 import heapq
 import json
 from collections.abc import Mapping, Sequence
@@ -174,10 +176,24 @@ def search_index(catalog: Sequence[Mapping[str, Any]], ranker: str = DEFAULT_RAN
     return index
 
 
-def _history_key(history: Mapping[str, Sequence[str]] | None) -> tuple[Any, ...]:
+_HISTORY_KEYS: dict[int, tuple[Any, str]] = {}
+
+
+def _history_key(history: Mapping[str, Sequence[str]] | None) -> str:
+    """A digest of the history's texts, computed once per history object: a served history is
+    up to 256,000 characters, and keying each search by the texts themselves cost more than the
+    search. A history is read, never changed in place (a new document brings a new one)."""
     if not history:
-        return ()
-    return tuple((name, tuple(texts) if isinstance(texts, (list, tuple)) else ()) for name, texts in history.items())
+        return ""
+    cached = _HISTORY_KEYS.get(id(history))
+    if cached is not None and cached[0] is history:
+        return cached[1]
+    texts = [(name, list(texts) if isinstance(texts, (list, tuple)) else []) for name, texts in history.items()]
+    digest = hashlib.sha256(json.dumps(texts, ensure_ascii=False, default=str).encode()).hexdigest()
+    if len(_HISTORY_KEYS) >= _INDEX_CACHE_LIMIT:
+        _HISTORY_KEYS.clear()
+    _HISTORY_KEYS[id(history)] = (history, digest)
+    return digest
 
 
 def _name_and_description(tool: Any) -> tuple[Any, Any]:

@@ -17,6 +17,7 @@ with Retry-After, as everywhere in the API; the database down: 503 with Retry-Af
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
@@ -94,12 +95,8 @@ class _OtlpView(APIView):
     required_scope = "ingest"
     parser_classes = [ProtobufBody, JsonBody]
     logs = False
-
-    def decode(self, body: bytes, encoding: str) -> list[Any]:
-        raise NotImplementedError
-
-    def events(self, items: list[Any]) -> list[dict[str, Any]]:
-        raise NotImplementedError
+    decode: Callable[[bytes, str], list[Any]]
+    events: Callable[[list[Any]], list[dict[str, Any]]]
 
     def post(self, request: Request) -> HttpResponse:
         data = request.data
@@ -128,11 +125,8 @@ class _OtlpView(APIView):
                          "rejected), in the request's encoding"),
 ))
 class OtlpTracesView(_OtlpView):
-    def decode(self, body: bytes, encoding: str) -> list[Any]:
-        return decode_traces(body, encoding)
-
-    def events(self, items: list[Any]) -> list[dict[str, Any]]:
-        return genai_events(items)
+    decode = staticmethod(decode_traces)
+    events = staticmethod(genai_events)
 
 
 @extend_schema_view(post=extend_schema(
@@ -147,12 +141,8 @@ class OtlpTracesView(_OtlpView):
 ))
 class OtlpLogsView(_OtlpView):
     logs = True
-
-    def decode(self, body: bytes, encoding: str) -> list[Any]:
-        return decode_logs(body, encoding)
-
-    def events(self, items: list[Any]) -> list[dict[str, Any]]:
-        return claude_code_events(items)
+    decode = staticmethod(decode_logs)
+    events = staticmethod(claude_code_events)
 
 
 def _store(request: Request, events: list[dict[str, Any]]) -> tuple[int, str]:

@@ -26,7 +26,8 @@ from rest_framework.views import APIView
 
 from api.views.resolve import READ_ERRORS
 from dashboard import selectors
-from toolscope.telemetry.models import BatchStatus, IngestBatch, QuarantinedEvent, ToolCall
+from toolscope.telemetry.models import ToolCall
+from toolscope.telemetry.selectors import batch_outcome
 
 
 class _GivenMeansValidated:
@@ -180,15 +181,13 @@ class SessionView(APIView):
         event_ids = {call["id"]: call["client_id"] for call in calls}
         missing = {call["duplicate_of_id"] for call in calls} - event_ids.keys() - {None}
         event_ids.update(ToolCall.objects.filter(pk__in=missing).values_list("pk", "client_id"))
-        artifacts = dict(ToolCall.objects.filter(session_id=session.pk, artifact__isnull=False)
-                         .values_list("pk", "artifact__content_id"))
         return Response({
             "session": {field: getattr(session, field) for field in SESSION_FIELDS},
             "turns": [{key: value for key, value in turn.items() if key != "id"} for turn in turns],
             "calls": [{"id": call["client_id"], **{field: call[field] for field in CALL_FIELDS},
                        "duplicate_of": event_ids.get(call["duplicate_of_id"]),
                        "artifact": None if call["artifact_id"] is None else {
-                           "id": artifacts.get(call["id"]), "tokens_before": call["artifact__tokens_before"],
+                           "id": call["artifact__content_id"], "tokens_before": call["artifact__tokens_before"],
                            "tokens_after": call["artifact__tokens_after"], "strategy": call["artifact__strategy"]}}
                       for call in calls],
         })
@@ -249,21 +248,7 @@ class BatchView(APIView):
                         "reason": "DataError at processing.py:412"}]})],
     )
     def get(self, request: Request, batch_id: int) -> Response:
-        batch = IngestBatch.objects.filter(project_id=request.auth.project_id, pk=batch_id).first()
-        if batch is None:
+        outcome = batch_outcome(project_id=request.auth.project_id, batch_id=batch_id)
+        if outcome is None:
             raise exceptions.NotFound("No batch with that id in this project.")
-        quarantined = dict(QuarantinedEvent.objects.filter(batch=batch).values_list("client_id", "reason"))
-        outcome = {BatchStatus.DONE: "stored", BatchStatus.FAILED: "failed"}.get(batch.status, "pending")
-        events = []
-        for event in (batch.payload or {}).get("events", []):
-            event_id = event.get("id") if isinstance(event, dict) else None
-            if event_id in quarantined:
-                events.append({"id": event_id, "type": event.get("type"), "outcome": "quarantined",
-                               "reason": quarantined[event_id]})
-            else:
-                events.append({"id": event_id, "type": event.get("type") if isinstance(event, dict) else None,
-                               "outcome": outcome})
-        return Response({"id": batch.pk, "kind": batch.kind, "status": batch.status, "attempts": batch.attempts,
-                         "error": batch.error, "received_at": batch.received_at, "started_at": batch.started_at,
-                         "finished_at": batch.finished_at, "event_count": batch.event_count,
-                         "quarantined": len(quarantined), "events": events})
+        return Response(outcome)

@@ -106,7 +106,8 @@ CALL_COLUMNS = ("id", "turn_index", "client_id", "call_id", "tool_name", "argume
                 "error_rule", "error_text_unflagged", "duration_ms", "retries", "approval", "started_at", "time_known",
                 "output_tokens", "argument_tokens",
                 "duplicate_of_id", "duplicate_tokens", "placeholder", "artifact_id", "artifact__original",
-                "artifact__compacted", "artifact__tokens_before", "artifact__tokens_after", "artifact__strategy")
+                "artifact__compacted", "artifact__tokens_before", "artifact__tokens_after", "artifact__strategy",
+                "artifact__content_id")
 
 
 def session_calls(*, session_id: int) -> list[dict[str, Any]]:

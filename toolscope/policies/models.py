@@ -330,9 +330,13 @@ class BackgroundRun(models.Model):
     class Meta:
         abstract = True
 
+    # The subclass's (done, total) count fields: sessions replayed, candidates scored.
+    progress_fields: tuple[str, str] = ("", "")
+
     @property
     def done_total(self) -> tuple[int, int]:
-        raise NotImplementedError
+        done, total = self.progress_fields
+        return getattr(self, done), getattr(self, total)
 
     @property
     def progress(self) -> float:
@@ -369,9 +373,7 @@ class Simulation(BackgroundRun):
     def __str__(self) -> str:
         return f"{self.project} simulation of {self.source} ({self.status})"
 
-    @property
-    def done_total(self) -> tuple[int, int]:
-        return self.sessions_done, self.sessions_total
+    progress_fields = ("sessions_done", "sessions_total")
 
 
 class SimulationTurns(models.Model):
@@ -407,6 +409,4 @@ class Recommendation(BackgroundRun):
     def __str__(self) -> str:
         return f"{self.project} recommendations from {self.days} days ({self.status})"
 
-    @property
-    def done_total(self) -> tuple[int, int]:
-        return self.candidates_done, self.candidates_total
+    progress_fields = ("candidates_done", "candidates_total")

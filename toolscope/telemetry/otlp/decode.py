@@ -55,15 +55,7 @@ class Span:
 
 def decode_traces(body: bytes, encoding: str) -> list[Span]:
     """The spans of an ExportTraceServiceRequest body in `encoding` (PROTOBUF or JSON)."""
-    request = ExportTraceServiceRequest()
-    try:
-        if encoding == PROTOBUF:
-            request.ParseFromString(body)
-        else:
-            data = json.loads(body)
-            json_format.ParseDict(_ids_to_base64(data), request, ignore_unknown_fields=True)
-    except (DecodeError, json_format.ParseError, ValueError, TypeError, RecursionError) as exc:
-        raise OtlpDecodeError(f"The body is not an OTLP trace export request ({encoding}): {exc}") from None
+    request = _parse(ExportTraceServiceRequest(), body, encoding, "trace", ("resourceSpans", "scopeSpans", "spans"))
     spans = []
     for resource_spans in request.resource_spans:
         resource = _attributes(resource_spans.resource.attributes)
@@ -91,22 +83,7 @@ class LogRecord:
 
 def decode_logs(body: bytes, encoding: str) -> list[LogRecord]:
     """The log records of an ExportLogsServiceRequest body in `encoding` (PROTOBUF or JSON)."""
-    request = ExportLogsServiceRequest()
-    try:
-        if encoding == PROTOBUF:
-            request.ParseFromString(body)
-        else:
-            data = json.loads(body)
-            if not isinstance(data, dict):
-                raise OtlpDecodeError("The body must be a JSON object with resourceLogs")
-            for resource_logs in data.get("resourceLogs") or []:
-                for scope_logs in (resource_logs or {}).get("scopeLogs") or []:
-                    for record in (scope_logs or {}).get("logRecords") or []:
-                        if isinstance(record, dict):
-                            _convert_ids(record)
-            json_format.ParseDict(data, request, ignore_unknown_fields=True)
-    except (DecodeError, json_format.ParseError, ValueError, TypeError, RecursionError) as exc:
-        raise OtlpDecodeError(f"The body is not an OTLP logs export request ({encoding}): {exc}") from None
+    request = _parse(ExportLogsServiceRequest(), body, encoding, "logs", ("resourceLogs", "scopeLogs", "logRecords"))
     records = []
     for resource_logs in request.resource_logs:
         resource = _attributes(resource_logs.resource.attributes)
@@ -163,22 +140,31 @@ def _attributes(pairs: Any) -> dict[str, Any]:
 
 
 _ID_KEYS = ("traceId", "spanId", "parentSpanId", "trace_id", "span_id", "parent_span_id")
-# (log records carry traceId and spanId too)
 
 
-def _ids_to_base64(data: Any) -> Any:
-    """OTLP/JSON's hex ids as the protobuf JSON mapping's base64 (spans, their links)."""
-    if not isinstance(data, dict):
-        raise OtlpDecodeError("The body must be a JSON object with resourceSpans")
-    for resource_spans in data.get("resourceSpans") or data.get("resource_spans") or []:
-        for scope_spans in (resource_spans or {}).get("scopeSpans") or (resource_spans or {}).get("scope_spans") or []:
-            for span in (scope_spans or {}).get("spans") or []:
-                if isinstance(span, dict):
-                    _convert_ids(span)
-                    for link in span.get("links") or []:
-                        if isinstance(link, dict):
-                            _convert_ids(link)
-    return data
+def _parse(request: Any, body: bytes, encoding: str, signal: str, path: tuple[str, str, str]) -> Any:
+    """`request` read from `body`: protobuf, or OTLP/JSON whose hex ids (on the items at `path`:
+    resource, scope and item keys, and their links) become the base64 the protobuf mapping reads."""
+    try:
+        if encoding == PROTOBUF:
+            request.ParseFromString(body)
+        else:
+            data = json.loads(body)
+            if not isinstance(data, dict):
+                raise OtlpDecodeError(f"The body must be a JSON object with {path[0]}")
+            resources, scopes, items = path
+            for resource in data.get(resources) or []:
+                for scope in (resource or {}).get(scopes) or []:
+                    for item in (scope or {}).get(items) or []:
+                        if isinstance(item, dict):
+                            _convert_ids(item)
+                            for link in item.get("links") or []:
+                                if isinstance(link, dict):
+                                    _convert_ids(link)
+            json_format.ParseDict(data, request, ignore_unknown_fields=True)
+    except (DecodeError, json_format.ParseError, ValueError, TypeError, RecursionError) as exc:
+        raise OtlpDecodeError(f"The body is not an OTLP {signal} export request ({encoding}): {exc}") from None
+    return request
 
 
 def _convert_ids(node: dict[str, Any]) -> None:

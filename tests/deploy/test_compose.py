@@ -361,25 +361,17 @@ def test_compose_stack_serves_queues_and_beats(stack: Stack, monkeypatch: pytest
         timeout=15,
     )
     assert web_check.returncode == 0, web_check.stderr
-    worker_check = subprocess.run(
-        # The worker's node name is celery@<hostname>; docker sets HOSTNAME in the container.
-        recipe.healthcheck_argv(services["worker"]),
-        cwd=recipe.REPO_ROOT,
-        env={**stack.envs["worker"], "HOSTNAME": socket.gethostname()},
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
-    assert worker_check.returncode == 0, worker_check.stdout + worker_check.stderr + stack.logs()
-    simulator_check = subprocess.run(
-        recipe.healthcheck_argv(services["simulator"]),
-        cwd=recipe.REPO_ROOT,
-        env={**stack.envs["simulator"], "HOSTNAME": socket.gethostname()},
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
-    assert simulator_check.returncode == 0, simulator_check.stdout + simulator_check.stderr + stack.logs()
+    for name in ("worker", "simulator"):
+        check = subprocess.run(
+            # Node names are celery@ and simulator@<hostname>; docker sets HOSTNAME in the container.
+            recipe.healthcheck_argv(services[name]),
+            cwd=recipe.REPO_ROOT,
+            env={**stack.envs[name], "HOSTNAME": socket.gethostname()},
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        assert check.returncode == 0, name + check.stdout + check.stderr + stack.logs()
 
     stack.assert_running()
     assert time.monotonic() - started < 60

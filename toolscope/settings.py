@@ -121,9 +121,6 @@ WORKER_HEARTBEAT_STALE_SECONDS = env_int("WORKER_HEARTBEAT_STALE_SECONDS", 3 * _
 BATCH_SWEEP_PENDING_SECONDS = env_int("BATCH_SWEEP_PENDING_SECONDS", 60, minimum=1)
 BATCH_SWEEP_PROCESSING_SECONDS = env_int("BATCH_SWEEP_PROCESSING_SECONDS", 300, minimum=1)
 _SWEEP_SECONDS = env_int("BATCH_SWEEP_EVERY_SECONDS", 30, minimum=1)
-# The least time between two rollup tasks' starts (they refresh duration percentiles; everything
-# else is added by processing itself). A slow rollup spaces the next one further (workers.tasks).
-ROLLUP_MIN_INTERVAL_SECONDS = env_int("ROLLUP_MIN_INTERVAL_SECONDS", 2, minimum=0)
 CELERY_BEAT_SCHEDULE = {
     # Re-delivers batches whose message was lost or whose worker died: nothing accepted is lost.
     "sweep-batches": {
@@ -131,8 +128,7 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": float(_SWEEP_SECONDS),
         "options": {"expires": max(1, _SWEEP_SECONDS - 1)},
     },
-    # Processing also queues a refresh (one at a time, workers.tasks.rollup_request); this
-    # catches hours marked by a batch whose follow-up message was lost or coalesced away.
+    # Rebuilds the hours marked for repair (processing keeps the rollups, durations included).
     "rollup-dirty-hours": {
         "task": "workers.rollup_dirty",
         "schedule": 60.0,

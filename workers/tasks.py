@@ -5,16 +5,13 @@ from __future__ import annotations
 import logging
 import random
 import socket
-import time
 import traceback
-import uuid
 from datetime import timedelta
 from typing import Any
 
 from celery import shared_task
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
-from django.core.cache import cache
 from django.db import InterfaceError, OperationalError, connection
 
 from toolscope.heartbeat import heartbeat_record
@@ -24,7 +21,7 @@ from toolscope.telemetry.services import ingest
 from toolscope.telemetry.services.batches import batches_sweep
 from toolscope.telemetry.services.processing import BatchResult, batch_attempts, batch_mark_failed, batch_process
 from toolscope.telemetry.services.quarantine import failure_reason
-from toolscope.telemetry.services.rollups import dirty_hours_pending, rollups_refresh
+from toolscope.telemetry.services.rollups import rollups_refresh
 
 logger = logging.getLogger(__name__)
 
@@ -117,8 +114,6 @@ def process_batch(self, batch_id: int) -> bool:
         queue = (self.request.delivery_info or {}).get("routing_key") or settings.INGEST_QUEUE
         process_batch.apply_async((batch_id,), queue=queue, countdown=random.uniform(0.5, 1.5))
         return False
-    if result:
-        rollup_request()
     return bool(result)
 
 
@@ -135,106 +130,8 @@ def sweep_batches() -> int:
     ))
 
 
-# Set while a rollup task is queued and not started yet. Batches that finish meanwhile need no
-# task of their own: the queued one claims their marks too. The expiry bounds the damage of a lost
-# message; beat's periodic rollup catches any mark left behind.
-ROLLUP_QUEUED_KEY = "workers:rollup-queued"
-ROLLUP_QUEUED_SECONDS = 30
-# When the last rollup started and how long it ran. Batches add their figures to the rollups
-# themselves; what a rollup does under load is recompute the busy hour's duration percentiles, a
-# scan of the hour's calls that grows as the hour fills. So the next one waits until
-# ROLLUP_SPACING x the last one's run time has passed since it started (at least
-# ROLLUP_MIN_INTERVAL_SECONDS): percentiles take at most a third of one database core, and lag
-# a few run times behind. Capped well below the queued flag's expiry.
-ROLLUP_LAST_KEY = "workers:rollup-last"
-ROLLUP_SPACING = 3
-ROLLUP_MAX_DELAY_SECONDS = 20
-
-
-def rollup_request() -> None:
-    """Queue a rollup unless one is queued already (with the cache down, queue one anyway), spaced
-    after the last one (ROLLUP_LAST_KEY). The flag holds the queued task's id: only that task
-    clears it when it starts."""
-    task_id = str(uuid.uuid4())
-    try:
-        if not cache.add(ROLLUP_QUEUED_KEY, task_id, timeout=ROLLUP_QUEUED_SECONDS):
-            return
-    except Exception:
-        logger.warning("cache unavailable; queueing a rollup without checking", exc_info=True)
-    try:
-        rollup_dirty.apply_async(queue=settings.INGEST_QUEUE, countdown=rollup_delay(), task_id=task_id)
-    except Exception:
-        # The batch is done and its hours are marked: beat's periodic rollup picks them up.
-        logger.warning("could not queue a rollup; beat's periodic one will run it", exc_info=True)
-        _rollup_flag_clear()
-
-
-def rollup_delay(now: float | None = None) -> float:
-    """Seconds the next rollup should wait, from the last one's start and run time."""
-    return _delay(_cache_get(ROLLUP_LAST_KEY), time.time() if now is None else now)
-
-
-def _delay(last: tuple[Any, ...] | None, now: float) -> float:
-    if not last:
-        return 0.0
-    started, seconds = last[:2]
-    if _running(last, now):
-        seconds = max(seconds, now - started)  # it has run this long already
-    gap = max(settings.ROLLUP_MIN_INTERVAL_SECONDS, ROLLUP_SPACING * seconds)
-    return round(min(max(started + gap - now, 0.0), ROLLUP_MAX_DELAY_SECONDS), 3)
-
-
-def _running(last: tuple[Any, ...] | None, now: float) -> bool:
-    """A rollup started and has not finished (one killed past the hard time limit does not count)."""
-    return bool(last and len(last) > 2 and last[2] and now - last[0] < settings.CELERY_TASK_TIME_LIMIT)
-
-
-def _rollup_flag_clear() -> None:
-    try:
-        cache.delete(ROLLUP_QUEUED_KEY)
-    except Exception:
-        logger.warning("cache unavailable; the rollup-queued flag expires by itself", exc_info=True)
-
-
-@shared_task(name="workers.rollup_dirty", bind=True, ignore_result=True, acks_late=True)
-def rollup_dirty(self) -> int:
-    """Refresh marked hours. The queued rollup always runs; another (beat's periodic one, a
-    duplicate message) only when none is queued and the last one is not too recent, so rollups
-    never pile up back to back."""
-    queued = _cache_get(ROLLUP_QUEUED_KEY)
-    if queued is not None and queued != self.request.id:
-        return 0  # the queued one will take the marks
-    last, now = _cache_get(ROLLUP_LAST_KEY), time.time()
-    delay = _delay(last, now)
-    if queued is None and delay > 0:
-        # One ran just now. Marks left (this may be a queued rollup whose flag expired while it
-        # waited behind a backlog) get a rollup queued for when it is due, not stranded.
-        if dirty_hours_pending():
-            rollup_request()
-        return 0
-    if queued is not None and delay > 0 and _running(last, now) and not self.request.is_eager:
-        # Queued while the last one ran, it is due before that one finished: wait for it, spaced
-        # by its run time so far, rather than scan the same hours beside it.
-        raise self.retry(countdown=delay, max_retries=None)
-    # Recorded at the start, as running, with the previous run time as the estimate: the next
-    # rollup, queued by a batch finishing while this one runs, is spaced from this start.
-    _rollup_last_record(now, float(last[1]) if last else 0.0, running=True)
-    _rollup_flag_clear()  # before claiming marks: a batch finishing from here on queues the next rollup
-    try:
-        return rollups_refresh()
-    finally:
-        _rollup_last_record(now, time.time() - now, running=False)
-
-
-def _cache_get(key: str) -> Any:
-    try:
-        return cache.get(key)
-    except Exception:
-        return None
-
-
-def _rollup_last_record(started: float, seconds: float, *, running: bool) -> None:
-    try:
-        cache.set(ROLLUP_LAST_KEY, (started, seconds, running), timeout=3600)
-    except Exception:
-        logger.warning("cache unavailable; the next rollup is not spaced", exc_info=True)
+@shared_task(name="workers.rollup_dirty", ignore_result=True, acks_late=True)
+def rollup_dirty() -> int:
+    """Rebuild the hours marked for a rebuild (beat, every minute). Processing keeps the rollups
+    itself, durations included; marks are repairs an operator or a command asked for."""
+    return rollups_refresh()

@@ -6,10 +6,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db.models import F, Max, Q, Sum
+from django.db.models import Max, Q, Sum
 
 from dashboard.selectors.common import COMPONENTS, UNATTRIBUTED, bucket_sums, ratio, zero_filled
 from toolscope.telemetry.models import ProjectHourly, ToolHourly
+from toolscope.telemetry.selectors import duration_quantiles
 
 # (key, label, kind, better): a ProjectHourly sum or a ratio of two; better is "up", "down" or "".
 # A share's label names its denominator.
@@ -114,34 +115,31 @@ USAGE_SUMS = ("calls", "errors", "unflagged_errors", "output_tokens", "duplicate
 
 
 def tool_usage(*, project_id: int, start: datetime, end: datetime) -> list[dict[str, Any]]:
-    """Per tool over the range, from ToolHourly: one query. p50/p95 are call-weighted means of the
-    hourly percentiles; exact percentiles over a range would need the raw rows."""
+    """Per tool over the range, from ToolHourly: one query for the sums, one for the duration
+    percentiles (the hours' sketches merged: telemetry/sketches.py)."""
     # Aliased "sum_*": an annotation named like a field would shadow it in the expressions below.
     sums = {f"sum_{name}": Sum(name) for name in USAGE_SUMS}
-    weighted = {}
-    for name in ("p50", "p95"):
-        field = f"duration_{name}_ms"
-        weighted[f"{name}_sum"] = Sum(F(field) * F("calls"))
-        weighted[f"{name}_weight"] = Sum("calls", filter=Q(**{f"{field}__isnull": False}))
     rows = (
         ToolHourly.objects.filter(project_id=project_id, hour__gte=start, hour__lt=end)
         .values("tool_name")
-        .annotate(**sums, **weighted, last_call_hour=Max("hour", filter=Q(calls__gt=0)))
+        .annotate(**sums, last_call_hour=Max("hour", filter=Q(calls__gt=0)))
         .order_by("tool_name")
     )
-    return [_usage_row(row) for row in rows]
+    durations = duration_quantiles(project_id=project_id, start=start, end=end)
+    return [_usage_row(row, durations.get(row["tool_name"], (None, None))) for row in rows]
 
 
-def _usage_row(row: dict[str, Any]) -> dict[str, Any]:
+def _usage_row(row: dict[str, Any], durations: tuple[float | None, ...]) -> dict[str, Any]:
     values = {name: row[f"sum_{name}"] for name in USAGE_SUMS}
     calls = values["calls"]
+    p50, p95 = durations
     return {
         "name": row["tool_name"], **values, "last_call_hour": row["last_call_hour"],
         "error_rate": ratio(values["errors"], calls),
         "mean_output_tokens": ratio(values["output_tokens"], calls),
         "duplicate_rate": ratio(values["duplicates"], calls),
-        "p50_ms": ratio(row["p50_sum"] or 0, row["p50_weight"] or 0),
-        "p95_ms": ratio(row["p95_sum"] or 0, row["p95_weight"] or 0),
+        "p50_ms": p50,
+        "p95_ms": p95,
     }
 
 

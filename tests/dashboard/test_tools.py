@@ -15,6 +15,7 @@ from tests.dashboard.builders import recent
 from toolscope.policies.models import SearchHistory, Tool, ToolVersion
 from toolscope.telemetry.models import ToolHourly
 from toolscope.telemetry.services.rollups import hour_floor
+from toolscope.telemetry.sketches import bins_of
 
 HOUR = hour_floor(recent(3))
 
@@ -29,9 +30,9 @@ def table(project):
     mystery: called, not in the catalog; delta: in the catalog, used 20 days ago only."""
     for name, tokens in (("alpha", 300), ("beta", 100), ("gamma", 500), ("delta", 50)):
         make_tool(project, name, schema_tokens=tokens)
-    _hourly(project, "alpha", calls=1, errors=1, duration_p50_ms=10, duration_p95_ms=20, output_tokens=100,
+    _hourly(project, "alpha", calls=1, errors=1, duration_bins=bins_of([10]), output_tokens=100,
             times_advertised=5, times_called=1)
-    _hourly(project, "alpha", HOUR - timedelta(hours=1), calls=3, duration_p50_ms=40, duration_p95_ms=80,
+    _hourly(project, "alpha", HOUR - timedelta(hours=1), calls=3, duration_bins=bins_of([20, 40, 80]),
             output_tokens=300, duplicates=2, times_advertised=5, times_called=3)
     _hourly(project, "beta", calls=4, output_tokens=40, times_advertised=10, times_called=4)
     _hourly(project, "gamma", times_advertised=10, schema_tokens=5000)
@@ -103,8 +104,8 @@ def test_filters(viewer_client, table, params, expected):
 def test_figures_of_a_row(viewer_client, table):
     alpha = next(row for row in _rows(viewer_client, table) if row["name"] == "alpha")
     assert (alpha["calls"], alpha["errors"], alpha["error_rate"]) == (4, 1, 0.25)
-    # Call-weighted: (10 * 1 + 40 * 3) / 4 and (20 * 1 + 80 * 3) / 4.
-    assert (alpha["p50_ms"], alpha["p95_ms"]) == (32.5, 65.0)
+    # The two hours' sketches merged: 10, 20, 40, 80 ms, ranks floor(q * 3) are 20 and 40 ms (within 1%).
+    assert (alpha["p50_ms"], alpha["p95_ms"]) == (pytest.approx(20, rel=0.01), pytest.approx(40, rel=0.01))
     assert (alpha["mean_output_tokens"], alpha["duplicate_rate"]) == (100, 0.5)
     assert (alpha["times_advertised"], alpha["times_called"], alpha["catalog_schema_tokens"]) == (10, 4, 300)
     assert alpha["last_used"] == HOUR

@@ -3,8 +3,8 @@
 Random batches over three hours: sessions whose start moves to an earlier hour, turns advertising
 tools, calls arriving late and out of order (a late call with an earlier timestamp becomes the
 first occurrence and turns a stored call into its duplicate: a decrease), repeated events, errors,
-durations and compacted outputs. After the batches, the rollups as processing left them (plus the
-rollup task's percentile refresh) must equal what `rollups_rebuild` computes from scratch."""
+durations and compacted outputs. After the batches, the rollups as processing left them (duration
+sketches and percentiles included) must equal what `rollups_rebuild` computes from scratch."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from toolscope.telemetry.models import DirtyHour, IngestBatch, ProjectHourly, To
 from toolscope.telemetry.services.ingest import ingest_events
 from toolscope.telemetry.services.processing import batch_process
 from toolscope.telemetry.services.rollups import rollups_rebuild, rollups_refresh
+from toolscope.telemetry.sketches import RELATIVE_ACCURACY, bin_key
 
 H0 = datetime(2026, 11, 22, 10, tzinfo=UTC)
 HOURS = [H0 + timedelta(hours=n) for n in range(3)]
@@ -106,10 +107,10 @@ def test_rollups_kept_by_deltas_equal_a_rebuild(policy_project, seed):
     batches = random_batches(seed, 8)
     for events in batches:
         process(policy_project, events)
-    rollups_refresh()
-    assert not DirtyHour.objects.exists()
+    assert not DirtyHour.objects.exists()  # nothing left for the rollup task
     kept = rollups()
     assert kept[0] and kept[1]
+    assert any(row["duration_bins"] for row in kept[0]) and any(row["duration_p95_ms"] for row in kept[0])
     unflagged = any("status" not in e and e.get("output") == "Error: no such file" for b in batches for e in b)
     assert (sum(row["unflagged_errors"] for row in kept[0]) > 0) == unflagged  # "error text, not flagged"
     assert kept == rebuilt(policy_project)
@@ -119,7 +120,6 @@ def test_deltas_on_top_of_a_rebuild_stay_equal_to_one(policy_project):
     """A rebuild between batches (an operator's `rollup --rebuild`) and deltas interleave."""
     for events in random_batches(99, 10):
         process(policy_project, events)
-        rollups_refresh()
         kept = rollups()
         assert kept == rebuilt(policy_project)
 
@@ -150,71 +150,44 @@ def test_a_session_whose_start_moves_leaves_no_empty_hour(policy_project):
 def test_reprocessing_batches_changes_no_rollup(policy_project):
     for events in random_batches(7, 5):
         process(policy_project, events)
-    rollups_refresh()
     before = rollups()
     for batch in IngestBatch.objects.order_by("pk"):
         IngestBatch.objects.filter(pk=batch.pk).update(status="pending")
         assert batch_process(batch_id=batch.pk)
-    rollups_refresh()
     assert rollups() == before
 
 
-def test_processing_marks_only_percentiles_and_a_full_mark_survives(policy_project):
+def test_processing_keeps_percentiles_itself_and_a_rebuild_mark_survives_it(policy_project):
     from toolscope.telemetry.services.rollups import dirty_hours_mark
 
     dirty_hours_mark(project_id=policy_project.pk, timestamps=[HOURS[0]])
-    process(policy_project, [{"type": "tool_call", "id": "s1:c1", "session_id": "s1", "turn_index": 0,
-                              "tool_name": "bash", "output": "ok\n", "duration_ms": 5.0,
-                              "timestamp": HOURS[0].isoformat()},
-                             {"type": "tool_call", "id": "s1:c2", "session_id": "s1", "turn_index": 0,
-                              "tool_name": "bash", "output": "ok\n", "duration_ms": 7.0,
-                              "timestamp": HOURS[1].isoformat()}])
-    assert dict(DirtyHour.objects.values_list("hour", "full")) == {HOURS[0]: True, HOURS[1]: False}
-    assert ToolHourly.objects.get(hour=HOURS[1]).duration_p50_ms is None  # until the rollup task runs
-    assert rollups_refresh() == 2
-    assert ToolHourly.objects.get(hour=HOURS[1]).duration_p50_ms == 7.0
-    assert ToolHourly.objects.get(hour=HOURS[0]).duration_p50_ms == 5.0
-
-
-def test_a_percentile_mark_made_during_the_refresh_survives_it(policy_project, monkeypatch):
-    """Percentile marks are not claimed (a batch re-marking the hour must not wait for a refresh
-    of seconds): a mark bumped while the refresh ran is left for the next one."""
-    from toolscope.telemetry.services import rollups as module
-
-    process(policy_project, [{"type": "tool_call", "id": "s1:c1", "session_id": "s1", "turn_index": 0,
-                              "tool_name": "bash", "output": "ok\n", "duration_ms": 5.0,
-                              "timestamp": HOURS[0].isoformat()}])
-    refresh = module._percentiles_refresh
-
-    def refresh_while_a_batch_marks(**kwargs):
-        refresh(**kwargs)
-        module.dirty_hours_mark(project_id=policy_project.pk, timestamps=[HOURS[0]], full=False)
-
-    monkeypatch.setattr(module, "_percentiles_refresh", refresh_while_a_batch_marks)
-    assert rollups_refresh() == 1
-    assert list(DirtyHour.objects.values_list("hour", "full")) == [(HOURS[0], False)]
-    monkeypatch.undo()
+    process(policy_project, [{"type": "tool_call", "id": f"s1:c{n}", "session_id": "s1", "turn_index": 0,
+                              "tool_name": "bash", "output": "ok\n", "duration_ms": duration,
+                              "timestamp": (HOURS[n % 2] + timedelta(minutes=n)).isoformat()}
+                             for n, duration in enumerate([5.0, 7.0, 5.0, 0.0])])
+    assert list(DirtyHour.objects.values_list("hour", flat=True)) == [HOURS[0]]  # processing marks nothing
+    first, second = ToolHourly.objects.get(hour=HOURS[0]), ToolHourly.objects.get(hour=HOURS[1])
+    assert first.duration_p50_ms == pytest.approx(5.0, rel=RELATIVE_ACCURACY)
+    # Of two values, both fractions read rank floor(q * (2 - 1)) = 0: the lower one (sketches.py).
+    assert (second.duration_p50_ms, second.duration_p95_ms) == (0, 0)
+    assert sum(first.duration_bins.values()) == 2 and second.duration_bins["z"] == 1
     assert rollups_refresh() == 1
     assert not DirtyHour.objects.exists()
+    assert rollups() == rebuilt(policy_project)
 
 
-def test_calls_stored_before_the_duration_table_get_their_rows_from_its_migration(project):
-    """Migration 0008 copies the durations of calls already stored (CallDuration is what the
-    percentile refresh reads)."""
+def test_hours_stored_before_sketches_are_marked_for_a_rebuild_by_their_migration(policy_project):
+    """Migration 0015: an hour with percentiles and no sketch yet is rebuilt by the rollup task."""
     import importlib
 
     from django.apps import apps
-    from django.db import connection
 
-    from tests import factories
-    from toolscope.telemetry.models import CallDuration
-
-    turn = factories.make_turn(factories.make_session(project))
-    timed = factories.make_tool_call(turn, duration_ms=12.5, started_at=HOURS[1] + timedelta(minutes=7))
-    factories.make_tool_call(turn, duration_ms=None)
-    assert not CallDuration.objects.exists()  # made directly, as calls were before the table
-    migration = importlib.import_module("toolscope.telemetry.migrations.0008_callduration")
-    with connection.schema_editor() as editor:
-        migration.backfill(apps, editor)
-    assert list(CallDuration.objects.values_list("call_id", "project_id", "hour", "tool_name", "duration_ms")) == [
-        (timed.pk, project.pk, HOURS[1], timed.tool_name, 12.5)]
+    process(policy_project, [{"type": "tool_call", "id": "s1:c1", "session_id": "s1", "turn_index": 0,
+                              "tool_name": "bash", "output": "ok\n", "duration_ms": 12.5,
+                              "timestamp": HOURS[1].isoformat()}])
+    ToolHourly.objects.update(duration_bins={})  # as the hour was before the migration
+    migration = importlib.import_module("toolscope.telemetry.migrations.0015_duration_sketches")
+    migration.mark_timed_hours(apps, None)
+    assert list(DirtyHour.objects.values_list("project_id", "hour")) == [(policy_project.pk, HOURS[1])]
+    assert rollups_refresh() == 1
+    assert ToolHourly.objects.get().duration_bins == {bin_key(12.5): 1}

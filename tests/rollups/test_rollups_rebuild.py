@@ -12,10 +12,11 @@ from tests import factories
 from tests.rollups.dataset import H0, H1, at, build_dataset
 from toolscope.telemetry.models import ProjectHourly, ToolCall, ToolHourly, Turn
 from toolscope.telemetry.services.rollups import rollups_rebuild
+from toolscope.telemetry.sketches import RELATIVE_ACCURACY, bins_of
 
-ROLLUP_FIELDS = ("calls", "errors", "duration_p50_ms", "duration_p95_ms", "output_tokens", "duplicates",
-                 "duplicate_tokens", "compactions", "compaction_savings", "times_advertised", "times_called",
-                 "schema_tokens")
+ROLLUP_FIELDS = ("calls", "errors", "duration_bins", "duration_p50_ms", "duration_p95_ms", "output_tokens",
+                 "duplicates", "duplicate_tokens", "compactions", "compaction_savings", "times_advertised",
+                 "times_called", "schema_tokens")
 PROJECT_FIELDS = ("sessions", "turns", "tool_calls", "errors", "near_window_turns", "system_prompt_tokens",
                   "schema_tokens", "message_tokens", "tool_output_tokens", "estimated_input_tokens",
                   "provider_input_tokens", "provider_output_tokens", "duplicate_tokens", "compaction_savings")
@@ -47,10 +48,14 @@ def test_counts_calls_errors_and_output_tokens_per_tool(rebuilt):
     assert (read_file["calls"], read_file["errors"], read_file["output_tokens"]) == (4, 1, 600)
 
 
-def test_duration_percentiles_interpolate_like_percentile_cont(rebuilt):
+def test_duration_percentiles_come_from_the_sketch_of_the_hours_durations(rebuilt):
     rows = tool_rows(rebuilt, H0)
-    assert (rows["read_file"]["duration_p50_ms"], rows["read_file"]["duration_p95_ms"]) == (25, 38.5)
-    assert (rows["bash"]["duration_p50_ms"], rows["bash"]["duration_p95_ms"]) == (7, 7)
+    # read_file took 10, 20, 30 and 40 ms: ranks floor(q * 3) are 20 ms (p50) and 30 ms (p95).
+    assert rows["read_file"]["duration_bins"] == bins_of([10, 20, 30, 40])
+    assert (rows["read_file"]["duration_p50_ms"], rows["read_file"]["duration_p95_ms"]) == (
+        pytest.approx(20, rel=RELATIVE_ACCURACY), pytest.approx(30, rel=RELATIVE_ACCURACY))
+    assert (rows["bash"]["duration_p50_ms"], rows["bash"]["duration_p95_ms"]) == (
+        pytest.approx(7, rel=RELATIVE_ACCURACY), pytest.approx(7, rel=RELATIVE_ACCURACY))
     assert rows["web_search"]["duration_p50_ms"] is None
 
 
@@ -152,4 +157,4 @@ def _queries_to_rebuild(calls: int) -> int:
 
 
 def test_the_number_of_queries_does_not_grow_with_the_number_of_rows(db):
-    assert _queries_to_rebuild(200) == _queries_to_rebuild(10) <= 12
+    assert _queries_to_rebuild(200) == _queries_to_rebuild(10) <= 13

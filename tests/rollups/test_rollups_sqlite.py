@@ -1,4 +1,4 @@
-"""The embedded default: the same rollups on SQLite, percentiles computed in Python."""
+"""The embedded default: the same rollups on SQLite, duration sketches merged with json_each."""
 
 from __future__ import annotations
 
@@ -7,6 +7,10 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
+
+from toolscope.telemetry.sketches import RELATIVE_ACCURACY
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIG_VARIABLES = ("DATABASE_URL", "CELERY_BROKER_URL", "CELERY_RESULT_BACKEND", "CACHE_URL", "TOOLSCOPE_ENV")
@@ -17,7 +21,9 @@ from django.core.management import call_command
 call_command("migrate", verbosity=0)
 from tests import factories
 from tests.rollups.dataset import H0, build_dataset
+from datetime import timedelta
 from toolscope.telemetry.models import ProjectHourly, ToolHourly
+from toolscope.telemetry.selectors import duration_quantiles
 from toolscope.telemetry.services.rollups import dirty_hours_mark, rollups_refresh
 project = factories.make_project("acme")
 build_dataset(project)
@@ -26,7 +32,9 @@ refreshed = rollups_refresh()
 tools = {row.pop("tool_name"): row for row in ToolHourly.objects.filter(hour=H0).values(
     "tool_name", "calls", "errors", "duration_p50_ms", "duration_p95_ms", "times_advertised", "times_called",
     "schema_tokens", "compaction_savings")}
-print(json.dumps({"refreshed": refreshed, "tools": tools, "turns": ProjectHourly.objects.get(hour=H0).turns}))
+merged = duration_quantiles(project_id=project.pk, start=H0 - timedelta(hours=1), end=H0 + timedelta(hours=2))
+print(json.dumps({"refreshed": refreshed, "tools": tools, "turns": ProjectHourly.objects.get(hour=H0).turns,
+                  "merged": merged}))
 """
 
 
@@ -45,7 +53,10 @@ def test_rollups_on_sqlite_match_the_hand_computed_numbers(tmp_path):
     read_file, bash = result["tools"]["read_file"], result["tools"]["bash"]
     assert (result["refreshed"], result["turns"]) == (1, 3)
     assert (read_file["calls"], read_file["errors"], read_file["compaction_savings"]) == (4, 1, 800)
-    assert (read_file["duration_p50_ms"], read_file["duration_p95_ms"]) == (25, 38.5)
+    # 10, 20, 30 and 40 ms: the sketch reads ranks floor(q * 3), 20 and 30 ms, within 1%.
+    p50, p95 = pytest.approx(20, rel=RELATIVE_ACCURACY), pytest.approx(30, rel=RELATIVE_ACCURACY)
+    assert (read_file["duration_p50_ms"], read_file["duration_p95_ms"]) == (p50, p95)
+    assert result["merged"]["read_file"] == [p50, p95]  # the hours' bins added by SQLite's json_each
     assert (read_file["times_advertised"], read_file["times_called"], read_file["schema_tokens"]) == (3, 1, 360)
     assert (bash["times_called"], result["tools"]["grep"]["calls"]) == (2, 0)
 

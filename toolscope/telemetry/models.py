@@ -319,24 +319,6 @@ class Artifact(models.Model):
         super().save(*args, **kwargs)
 
 
-class CallDuration(models.Model):
-    """A timed tool call's duration beside its project, hour and tool: the narrow copy the rollup
-    task scans for duration percentiles (scanning ToolCall also reads the pages of its outputs,
-    ~25x the data in a busy hour). Written by processing with the call; deleted with it."""
-
-    call = models.OneToOneField(ToolCall, primary_key=True, on_delete=models.CASCADE, related_name="+")
-    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+", db_index=False)
-    hour = models.DateTimeField()
-    tool_name = models.CharField(max_length=200)
-    duration_ms = models.FloatField()
-
-    class Meta:
-        indexes = [models.Index(fields=["project", "hour"], name="callduration_hour")]
-
-    def __str__(self) -> str:
-        return f"{self.tool_name} {self.duration_ms} ms"
-
-
 class ToolHourly(models.Model):
     """Per project, tool and hour: what the dashboard's tool charts read. Processing adds each
     batch's changes as it commits, late data to its own hour; a rebuild recomputes an hour from
@@ -351,6 +333,9 @@ class ToolHourly(models.Model):
         default=0, db_default=0,
         help_text="Calls whose output reads like an error that nothing flagged (status kept as reported).",
     )
+    # The hour's call durations as DDSketch bins ({"<bucket>": count}: telemetry/sketches.py),
+    # and the hour's p50 and p95 read from them when they change.
+    duration_bins = models.JSONField(default=dict, db_default={}, blank=True)
     duration_p50_ms = models.FloatField(null=True)
     duration_p95_ms = models.FloatField(null=True)
     output_tokens = models.PositiveBigIntegerField(default=0)
@@ -405,18 +390,12 @@ class ProjectHourly(models.Model):
 
 
 class DirtyHour(models.Model):
-    """An hour of a project the rollup task must redo; processing marks, the rollup task claims.
-    One row per (project, hour) however many batches touched it."""
+    """An hour of a project to rebuild from its raw rows (an operator's or a repair's request; the
+    rollup task claims it). One row per (project, hour) however many times it was marked."""
 
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+")
     hour = models.DateTimeField()
     marked_at = models.DateTimeField(auto_now=True)
-    full = models.BooleanField(
-        default=True,
-        db_default=True,  # a mark inserted by SQL alone (an operator, a benchmark) asks for a rebuild
-        help_text="Rebuild the hour from raw rows; otherwise only its duration percentiles are refreshed "
-                  "(processing adds everything else as it goes).",
-    )
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["project", "hour"], name="dirtyhour_unique")]

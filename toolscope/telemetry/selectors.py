@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import re
+from collections import defaultdict
+from datetime import datetime
 from typing import Any
 from uuid import UUID
 
+from django.db import connection
 from toolscope_agent.engine.compaction import ARTIFACT_ID_LENGTH
 
-from toolscope.telemetry.models import Artifact, BatchStatus, IngestBatch, Project, QuarantinedEvent
+from toolscope.telemetry import sketches
+from toolscope.telemetry.models import Artifact, BatchStatus, IngestBatch, Project, QuarantinedEvent, ToolHourly
 
 CONTENT_ID = re.compile(f"[0-9a-f]{{{ARTIFACT_ID_LENGTH}}}")
 
@@ -49,3 +53,35 @@ def batch_outcome(*, project_id: int, batch_id: int) -> dict[str, Any] | None:
             "error": batch.error, "received_at": batch.received_at, "started_at": batch.started_at,
             "finished_at": batch.finished_at, "event_count": batch.event_count, "quarantined": len(quarantined),
             "events": events}
+
+
+# The hours' duration bins added per (tool, bin) in the database: what comes back is one row per
+# bin of each tool, a few hundred per tool, however many hours the range holds.
+BINS_SUM_SQL = """
+SELECT t.tool_name, b.key, SUM(CAST(b.value AS BIGINT))
+FROM {table} AS t, {each}(t.duration_bins) AS b
+WHERE t.project_id = %s AND t.hour >= %s AND t.hour < %s{tools}
+GROUP BY t.tool_name, b.key
+"""
+
+
+def duration_quantiles(*, project_id: int, start: datetime, end: datetime,
+                       tool_names: list[str] | None = None) -> dict[str, tuple[float | None, ...]]:
+    """(p50, p95) of each tool's call durations over [start, end), from the hours' merged DDSketch
+    bins: within sketches.RELATIVE_ACCURACY of the exact figures, whatever the range."""
+    each = "jsonb_each_text" if connection.vendor == "postgresql" else "json_each"
+    params: list[Any] = [project_id, start, end]
+    tools = ""
+    if tool_names is not None:
+        if not tool_names:
+            return {}
+        tools = f" AND t.tool_name IN ({', '.join(['%s'] * len(tool_names))})"
+        params += tool_names
+    # The table and function names are constants and the tool filter placeholders; values are parameters.
+    sql = BINS_SUM_SQL.format(table=ToolHourly._meta.db_table, each=each, tools=tools)
+    bins: dict[str, dict[str, int]] = defaultdict(dict)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        for tool_name, key, count in cursor.fetchall():
+            bins[tool_name][key] = int(count)
+    return {tool_name: sketches.quantiles(tool_bins) for tool_name, tool_bins in bins.items()}

@@ -23,11 +23,10 @@ from toolscope_agent.engine.duplicates import placeholder_text
 
 from toolscope.policies.models import ToolVersion
 from toolscope.policies.services.documents import policy_outputs_for_processing
-from toolscope.telemetry.models import AdvertisedSet, Artifact, CallDuration, Project, Session, ToolCall, Turn
+from toolscope.telemetry.models import AdvertisedSet, Artifact, Project, Session, ToolCall, Turn
 from toolscope.telemetry.services.bulk import rows_insert, rows_update
 from toolscope.telemetry.services.hourly_deltas import CALL_VALUES, HourlyDelta
 from toolscope.telemetry.services.quarantine import failure_reason
-from toolscope.telemetry.services.rollups import hour_floor
 from toolscope.tokenizer import count_many, counter
 
 NEAR_WINDOW_SHARE = 0.8
@@ -132,8 +131,6 @@ def _calls_delta(delta: HourlyDelta, calls: list[CallState]) -> None:
         if call.new is not None:
             delta.call(call.values(), +1)
             new.append(call)
-            if call.row["duration_ms"] is not None:
-                delta.timed(call.row["started_at"])
         elif call.changes:
             delta.call({name: call.row[name] for name in CALL_VALUES}, -1)
             delta.call(call.values(), +1)
@@ -229,11 +226,6 @@ def _calls_save(calls: list[CallState]) -> None:
     row, so rows are grouped by which fields changed: a row never gets a column it did not change
     (outputs are not even loaded)."""
     _insert_new(ToolCall, [{**call.new, **call.changes} for call in calls if call.new is not None])
-    rows_insert(CallDuration, [
-        {"call_id": call.row["id"], "project_id": call.new["project_id"], "hour": hour_floor(call.row["started_at"]),
-         "tool_name": call.row["tool_name"], "duration_ms": call.row["duration_ms"]}
-        for call in calls if call.new is not None and call.row["duration_ms"] is not None
-    ])
     groups: dict[tuple[str, ...], list[ToolCall]] = defaultdict(list)
     for call in calls:
         if call.new is None and call.changes:

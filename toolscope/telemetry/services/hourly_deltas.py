@@ -6,8 +6,8 @@ after the batch. Each row's contribution to the rollups is a sum, so the batch's
 changed contribute anything. The one exception among ToolHourly's figures, `times_called` (turns
 that called the tool), counts distinct (session, turn) pairs; a session belongs to one batch at a
 time (its row is locked), so a new call adds a turn exactly when no stored call of the same
-session, turn, tool and hour had it already. Duration percentiles are not sums: the hours with
-new durations get a percentile mark for the rollup task (rollups.py).
+session, turn, tool and hour had it already. Durations go into each (hour, tool)'s DDSketch bins,
+which are counts too (telemetry/sketches.py): the hour's p50 and p95 are read from the updated bins.
 
 `apply()` upserts the sums, `value = max(0, value + delta)`, with rows in (hour, tool) order so
 concurrent batches take row locks in one order; a rebuild in progress for one of the hours holds
@@ -23,8 +23,10 @@ from typing import Any
 
 from django.db import connection, models
 
+from toolscope.telemetry import sketches
 from toolscope.telemetry.models import ProjectHourly, ToolCallStatus, ToolHourly
 from toolscope.telemetry.services import rollups
+from toolscope.telemetry.services.bulk import rows_update
 from toolscope.telemetry.services.rollups import CALL_TOTALS, REPORTED, TURN_BUDGET, Key, hour_floor
 
 TOOL_SUMS = ("calls", "errors", "unflagged_errors", "output_tokens", "duplicates", "duplicate_tokens", "compactions",
@@ -34,7 +36,7 @@ PROJECT_SUMS = ("sessions", "turns", "tool_calls", "errors", "near_window_turns"
                 "reported_turns", *REPORTED)
 # A call's accounting values, as accounting's CallState reads them.
 CALL_VALUES = ("started_at", "tool_name", "status", "error_text_unflagged", "output_tokens", "duplicate_of_id",
-               "duplicate_tokens", "artifact_id", "artifact__tokens_before", "artifact__tokens_after")
+               "duplicate_tokens", "artifact_id", "artifact__tokens_before", "artifact__tokens_after", "duration_ms")
 UPSERT_ROWS = 200
 
 
@@ -43,13 +45,15 @@ class HourlyDelta:
         self.project_id = project_id
         self.tools: dict[Key, Counter[str]] = defaultdict(Counter)
         self.hours: dict[datetime, Counter[str]] = defaultdict(Counter)
-        self.timed_hours: set[datetime] = set()
+        # Per (hour, tool): duration sketch bins added (+) or taken back (-).
+        self.durations: dict[Key, Counter[str]] = defaultdict(Counter)
 
     # --- contributions ---------------------------------------------------------------------------
 
     def call(self, values: Mapping[str, Any], sign: int) -> None:
         """One tool call's contribution (`values` holds CALL_VALUES), added (+1) or taken back (-1)."""
-        row = self.tools[(hour_floor(values["started_at"]), values["tool_name"])]
+        key = (hour_floor(values["started_at"]), values["tool_name"])
+        row = self.tools[key]
         row["calls"] += sign
         row["errors"] += sign * (values["status"] != ToolCallStatus.OK)
         row["unflagged_errors"] += sign * bool(values["error_text_unflagged"])
@@ -60,10 +64,8 @@ class HourlyDelta:
             row["compactions"] += sign
             saved = (values["artifact__tokens_before"] or 0) - (values["artifact__tokens_after"] or 0)
             row["compaction_savings"] += sign * max(saved, 0)
-
-    def timed(self, started_at: datetime) -> None:
-        """A new call with a duration: its hour's percentiles are out of date."""
-        self.timed_hours.add(hour_floor(started_at))
+        if values["duration_ms"] is not None:
+            self.durations[key][sketches.bin_key(values["duration_ms"])] += sign
 
     def turns_called(self, stored: Iterable[tuple[int, int, str, datetime]],
                      new: Iterable[tuple[int, int, str, datetime]]) -> None:
@@ -117,7 +119,9 @@ class HourlyDelta:
     # --- writing ---------------------------------------------------------------------------------
 
     def apply(self) -> None:
-        tools = {key: row for key, row in self.tools.items() if any(row.values())}
+        durations = {key: bins for key, bins in self.durations.items() if any(bins.values())}
+        # A row whose durations changed needs a ToolHourly row even if no sum did.
+        tools = {key: row for key, row in self.tools.items() if any(row.values()) or key in durations}
         hours: dict[datetime, Counter[str]] = defaultdict(Counter)
         for hour, row in self.hours.items():
             hours[hour].update(row)
@@ -125,16 +129,13 @@ class HourlyDelta:
             for field, source in CALL_TOTALS.items():
                 hours[hour][field] += row[source]
         hours = {hour: row for hour, row in hours.items() if any(row.values())}
-        # Marked before the hours' locks are taken: a refresher holding a claimed mark may be
-        # waiting for a rebuild's exclusive lock, never for this batch's.
-        if self.timed_hours:
-            rollups.dirty_hours_mark(project_id=self.project_id, timestamps=self.timed_hours, full=False)
         if not tools and not hours:
             return
         rollups.hours_lock(project_id=self.project_id, hours=sorted({*hours, *(hour for hour, _ in tools)}),
                             shared=True)
         _upsert(ToolHourly, ("project_id", "hour", "tool_name"), TOOL_SUMS,
                 [((self.project_id, hour, tool), row) for (hour, tool), row in sorted(tools.items())])
+        _durations_add(self.project_id, durations)
         _upsert(ProjectHourly, ("project_id", "hour"), PROJECT_SUMS,
                 [((self.project_id, hour), row) for hour, row in sorted(hours.items())])
         emptied = [hour for hour, row in hours.items() if min(row.values()) < 0]
@@ -186,3 +187,24 @@ def _upsert(model: type[models.Model], keys: tuple[str, ...], sums: tuple[str, .
             assignments = ", ".join(f'"{name}" = {greatest}(0, "{name}" + %s)' for name in negative)
             cursor.execute(f'UPDATE "{table}" SET {assignments} WHERE {where}',  # noqa: S608
                            [*negative.values(), *prepared])
+
+
+def _durations_add(project_id: int, durations: Mapping[Key, Counter[str]]) -> None:
+    """Add the duration bins to their ToolHourly rows and re-read the hour's p50 and p95. The
+    rows exist and are locked by this transaction already (the upsert above wrote them), so the
+    read-add-write cannot race another batch's."""
+    if not durations:
+        return
+    hours = sorted({hour for hour, _ in durations})
+    rows = []
+    stored = ToolHourly.objects.filter(
+        project_id=project_id, hour__in=hours, tool_name__in={tool for _, tool in durations}
+    ).values_list("pk", "hour", "tool_name", "duration_bins")
+    for pk, hour, tool, bins in stored:
+        delta = durations.get((hour, tool))
+        if delta is None:
+            continue
+        merged = sketches.bins_add(bins, delta)
+        p50, p95 = sketches.quantiles(merged)
+        rows.append(ToolHourly(pk=pk, duration_bins=merged, duration_p50_ms=p50, duration_p95_ms=p95))
+    rows_update(ToolHourly, ("duration_bins", "duration_p50_ms", "duration_p95_ms"), rows)

@@ -10,10 +10,20 @@ A corpus of realistic tool outputs (default 20 MB of UTF-8, a third each):
          generated from a fixed seed.
 
 For each encoding, single process: `count_tokens` on every output one by one, and `count_many`
-on batches of outputs. Both count with the Rust counter bundled in bpe-openai (tiktoken is the
-fallback and the reference). Best of --repeat runs. MB = 10**6 bytes of UTF-8. Also: the first
-use of each encoding (install + load), and the Rust counter alone with its agreement with
-tiktoken on the corpus.
+on batches of outputs. Both count with bpe-openai's public `Encoding.encode_ordinary` (tiktoken
+counts what it refuses). Best of --repeat runs. MB = 10**6 bytes of UTF-8. Also: the first use of
+each encoding (both loaded), and each way of counting alone on all outputs, in the same run,
+interleaved (each repeat runs every way once; best of --repeat), with its total tokens and how
+many outputs it counts differently from tiktoken:
+
+- bpe-openai `_bindings`: the private Rust binding's `count` (what toolscope used before issue 17);
+- bpe-openai public: `len(bpe_openai.get_encoding(name).encode_ordinary(text))`;
+- tiktoken public: `len(encoding_for(name).encode_ordinary(text))`, the `tiktoken.Encoding`
+  toolscope builds from bpe-openai's vocabulary file (the reference);
+- toolscope `count_tokens`.
+
+They are timed output by output, interleaved (see `compare_paths`), so that the comparison holds on
+a machine that something else is loading.
 
     .venv/bin/python bench/tokenizer_speed.py [--mb 20] [--repeat 3] [--batch 100]
 """
@@ -186,6 +196,54 @@ def best_of(run: Callable[[], list[int]], repeat: int) -> tuple[float, float, li
     return wall, cpu, result
 
 
+def compare_paths(everything: list[str], repeat: int) -> None:
+    """Each way of counting on every output, interleaved output by output: each repeat times every way
+    on an output before the next output (in a random order each time, since a way timed right after
+    tiktoken finds the CPU caches colder), and a way's time is the sum over outputs of
+    its best time for each (so a burst of load on a shared machine slows every way alike, and the best
+    of `repeat` drops it). Prints MB/s, total tokens, and outputs counted differently from tiktoken."""
+    try:
+        from bpe_openai import _bindings  # the private binding, measured for comparison only
+    except ImportError:
+        _bindings = None
+    megabytes = sum(len(t.encode()) for t in everything) / 1e6
+    print(f"\nEach way of counting alone, all {len(everything)} outputs ({megabytes:.1f} MB), interleaved output "
+          f"by output, best of {repeat} per output; differing: outputs counted differently from tiktoken")
+    header = f"{'encoding':<12} {'way':<42} {'MB/s':>6} {'vs _bindings':>12} {'tokens':>9} {'differing':>9}"
+    print(header)
+    print("-" * len(header))
+    clock = time.perf_counter
+    for name in tokenizer.ENCODINGS:
+        reference = tokenizer.encoding_for(name).encode_ordinary
+        public = tokenizer.fast_encoding_for(name).encode_ordinary
+        ways: dict[str, Callable[[str], int]] = {}
+        if _bindings is not None:
+            ways["bpe-openai _bindings count (private)"] = _bindings.tokenizer_for_encoding(name).count
+        ways["bpe-openai get_encoding().encode_ordinary"] = lambda t, encode=public: len(encode(t))
+        ways["tiktoken Encoding (bundled ranks)"] = lambda t, encode=reference: len(encode(t))
+        ways["toolscope count_tokens"] = tokenizer.counter(name)
+        best = {way: [float("inf")] * len(everything) for way in ways}
+        counts = {way: [0] * len(everything) for way in ways}
+        order, shuffler = list(ways.items()), random.Random(4)
+        for _ in range(repeat):
+            for i, text in enumerate(everything):
+                shuffler.shuffle(order)
+                for way, count in order:
+                    started = clock()
+                    counts[way][i] = count(text)
+                    elapsed = clock() - started
+                    if elapsed < best[way][i]:
+                        best[way][i] = elapsed
+        expected = counts["tiktoken Encoding (bundled ranks)"]
+        seconds = {way: sum(times) for way, times in best.items()}
+        private = seconds.get("bpe-openai _bindings count (private)")
+        for way in ways:
+            differing = sum(a != b for a, b in zip(counts[way], expected, strict=True))
+            relative = f"{private / seconds[way]:12.0%}" if private else f"{'-':>12}"
+            print(f"{name:<12} {way:<42} {megabytes / seconds[way]:6.1f} {relative} "
+                  f"{sum(counts[way]):9d} {differing:9d}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--mb", type=float, default=20.0, help="corpus size in MB (10**6 bytes)")
@@ -194,13 +252,12 @@ def main() -> None:
     args = parser.parse_args()
 
     print(f"python {sys.version.split()[0]}, tiktoken {tokenizer.tiktoken.__version__}, "
-          f"{os.cpu_count()} CPUs; counter: "
-          f"{'bpe-openai (Rust)' if tokenizer._rust_counter('o200k_base') else 'tiktoken'}")
-    print(f"TIKTOKEN_CACHE_DIR={tokenizer.cache_dir()}")
+          f"bpe-openai {tokenizer.bpe_openai.__version__}, {os.cpu_count()} CPUs; counter: bpe-openai's public "
+          f"Encoding.encode_ordinary, tiktoken for the texts it refuses")
     for name in tokenizer.ENCODINGS:
         started = time.perf_counter()
-        tokenizer.encoding_for(name)
-        print(f"first use of {name}: {time.perf_counter() - started:.2f} s")
+        tokenizer.counter(name)
+        print(f"first use of {name} (tiktoken and bpe-openai encodings): {time.perf_counter() - started:.2f} s")
 
     started = time.perf_counter()
     kinds = corpus(int(args.mb * 1e6))
@@ -238,18 +295,7 @@ def main() -> None:
               f"{total_mb * 1e6 / totals[3]:7.2f} {total_mb / totals[0]:8.1f} MB/s {total_mb / totals[1]:6.1f} "
               f"{total_mb / totals[2]:6.1f} MB/s")
 
-    try:
-        from bpe_openai import _bindings
-    except ImportError:
-        return
-    print("\nbpe-openai's Rust counter alone (what count_tokens calls), checked against tiktoken, all outputs")
-    megabytes = sum(len(t.encode()) for t in everything) / 1e6
-    for name in tokenizer.ENCODINGS:
-        rust = _bindings.tokenizer_for_encoding(name)
-        seconds, _, counts = best_of(lambda rust=rust: [rust.count(t) for t in everything], args.repeat)
-        differing = sum(n != tokenizer.count_tokens(t, name) for n, t in zip(counts, everything, strict=True))
-        print(f"{name:<12} {megabytes / seconds:6.1f} MB/s, counts differing from tiktoken: "
-              f"{differing} of {len(everything)}")
+    compare_paths(everything, args.repeat)
 
 
 if __name__ == "__main__":

@@ -1,70 +1,104 @@
-"""Exact BPE token counts (tiktoken), without any network access.
+"""Exact BPE token counts, offline, through bpe-openai's and tiktoken's public interfaces.
 
-tiktoken downloads an encoding's vocabulary on first use and caches it in `TIKTOKEN_CACHE_DIR`
-under the sha1 of the download URL, checking its sha256. The `bpe-openai` package ships the
-genuine o200k_base and cl100k_base files, gzip'ed. On first use of an encoding this module puts
-the decompressed file where tiktoken looks for it, after checking its sha256 against the hash
-tiktoken expects, so tiktoken finds it cached and never downloads:
+Each encoding (o200k_base, cl100k_base) is loaded twice, from what the pinned `bpe-openai`
+package ships, and tiktoken's download cache (`TIKTOKEN_CACHE_DIR`) is never read or written:
 
-- the cache directory is `TIKTOKEN_CACHE_DIR` when set; otherwise `<tempdir>/toolscope-tiktoken`,
-  and `TIKTOKEN_CACHE_DIR` is then set to it for this process (an empty `TIKTOKEN_CACHE_DIR`
-  turns tiktoken's cache off, which would make it download: that is refused);
-- the download URL and expected hash of each encoding are read from tiktoken's own definition
-  (`tiktoken_ext.openai_public`), so the file name and hash follow the installed tiktoken;
-- files are written to a temporary name in the same directory and renamed into place, so
-  concurrent threads and processes never see a partial file; a file with the wrong content is
-  replaced.
+- counting: `bpe_openai.get_encoding(name).encode_ordinary`, bpe-openai's tiktoken-compatible
+  `Encoding` (its Rust tokenizer carries the vocabulary). It refuses texts of 1,000,000 characters
+  or more and texts of more than 200,000 tokens (ValueError); tiktoken counts those;
+- the reference and that fallback: a `tiktoken.Encoding` made with tiktoken's public constructor
+  from the vocabulary file bpe-openai ships (`bpe_openai/data/<name>.tiktoken.gz`, read with
+  importlib.resources), refused unless it decompresses to the sha256 tiktoken checks a download
+  of it against, and from the encoding's pattern and special tokens. The hashes, patterns and
+  special tokens are `VOCABULARIES`, as tiktoken 0.14.0 defines the encodings in
+  `tiktoken_ext.openai_public`; tests/tokens runs tiktoken's own definition on the bundled file
+  and checks that they still agree (tiktoken publishes no constant for them, and calling its
+  definition downloads).
+
+bench/tokenizer_speed.py compares the paths; the two agree token for token (tests/tokens).
 
 Text is encoded as ordinary text: a tool output containing `<|endoftext|>` counts the tokens of
-those characters and never raises. What a tool definition's cost counts is documented in
-`toolscope_agent.engine.tokens`.
+those characters and never raises; a lone surrogate counts as U+FFFD, as tiktoken counts it. What
+a tool definition's cost counts is documented in `toolscope_agent.engine.tokens`.
 """
 
 from __future__ import annotations
 
-import ast
-import contextlib
+import base64
 import functools
 import gzip
 import hashlib
-import importlib.util
-import inspect
-import os
-import tempfile
+import importlib.resources
 import threading
-import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
+from importlib.resources.abc import Traversable
 from typing import Any
 
+import bpe_openai
 import tiktoken
 from toolscope_agent.engine.tokens import FLAVORS, render_tool
 
 ENCODINGS = ("o200k_base", "cl100k_base")
-DEFAULT_CACHE_DIR_NAME = "toolscope-tiktoken"
 SCHEMA_CACHE_SIZE = 8192
 
+# The package whose data files are the vocabularies, `<name>.tiktoken.gz` each.
+VOCABULARY_PACKAGE = "bpe_openai.data"
 
 
 @dataclass(frozen=True)
-class VocabFile:
-    """Where tiktoken fetches an encoding's vocabulary from, and what it must hash to."""
+class Vocabulary:
+    """What defines an encoding besides its ranks: the sha256 of its .tiktoken file (what
+    tiktoken checks a download against), its pre-tokenisation pattern and its special tokens."""
 
-    encoding: str
-    url: str
+    name: str
     sha256: str
+    pat_str: str
+    special_tokens: Mapping[str, int]
 
-    @property
-    def cache_name(self) -> str:
-        """The file name tiktoken's cache uses for it (`tiktoken.load.read_file_cached`)."""
-        return hashlib.sha1(self.url.encode()).hexdigest()  # noqa: S324 -- tiktoken's naming, not security
 
-    @property
-    def bundled_path(self) -> Path:
-        """The gzip'ed copy shipped by bpe-openai."""
-        return _bpe_openai_data_dir() / f"{self.encoding}.tiktoken.gz"
+VOCABULARIES = {
+    "o200k_base": Vocabulary(
+        name="o200k_base",
+        sha256="446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d",
+        pat_str="|".join(
+            [
+                r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+                r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+                r"""\p{N}{1,3}""",
+                r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""",
+                r"""\s*[\r\n]+""",
+                r"""\s+(?!\S)""",
+                r"""\s+""",
+            ]
+        ),
+        special_tokens={"<|endoftext|>": 199999, "<|endofprompt|>": 200018},
+    ),
+    "cl100k_base": Vocabulary(
+        name="cl100k_base",
+        sha256="223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
+        pat_str="|".join(
+            [
+                r"""'(?i:[sdmt]|ll|ve|re)""",
+                r"""[^\r\n\p{L}\p{N}]?+\p{L}++""",
+                r"""\p{N}{1,3}+""",
+                r""" ?[^\s\p{L}\p{N}]++[\r\n]*+""",
+                r"""\s++$""",
+                r"""\s*[\r\n]""",
+                r"""\s+(?!\S)""",
+                r"""\s""",
+            ]
+        ),
+        special_tokens={
+            "<|endoftext|>": 100257,
+            "<|fim_prefix|>": 100258,
+            "<|fim_middle|>": 100259,
+            "<|fim_suffix|>": 100260,
+            "<|endofprompt|>": 100276,
+        },
+    ),
+}
 
 
 def _check_encoding(name: str) -> None:
@@ -72,109 +106,42 @@ def _check_encoding(name: str) -> None:
         raise ValueError(f"unknown encoding {name!r}; allowed: {', '.join(ENCODINGS)}")
 
 
-@functools.cache
-def vocab_file(encoding: str) -> VocabFile:
-    """The URL and sha256 tiktoken uses for `encoding`, read from `tiktoken_ext.openai_public`.
-
-    The module is parsed, not run: running the constructor is what downloads.
-    """
+def vocabulary_file(encoding: str) -> Traversable:
+    """The gzip'ed .tiktoken file of `encoding` that bpe-openai ships."""
     _check_encoding(encoding)
-    from tiktoken_ext import openai_public
-
-    tree = ast.parse(inspect.getsource(openai_public))
-    for node in tree.body:
-        if not (isinstance(node, ast.FunctionDef) and node.name == encoding):
-            continue
-        for call in ast.walk(node):
-            if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name)):
-                continue
-            if call.func.id != "load_tiktoken_bpe" or not call.args:
-                continue
-            url = call.args[0]
-            digest = next((kw.value for kw in call.keywords if kw.arg == "expected_hash"), None)
-            if (
-                isinstance(url, ast.Constant) and isinstance(url.value, str)
-                and isinstance(digest, ast.Constant) and isinstance(digest.value, str)
-            ):
-                return VocabFile(encoding, url.value, digest.value)
-    raise RuntimeError(
-        f"tiktoken {tiktoken.__version__}: no load_tiktoken_bpe(<url>, expected_hash=<sha256>) call found in "
-        f"tiktoken_ext.openai_public.{encoding}(); toolscope/tokenizer.py needs updating for this tiktoken"
-    )
+    return importlib.resources.files(VOCABULARY_PACKAGE) / f"{encoding}.tiktoken.gz"
 
 
-@functools.cache
-def _bpe_openai_data_dir() -> Path:
-    # find_spec on the top-level package locates it without importing it (and its native library).
-    spec = importlib.util.find_spec("bpe_openai")
-    if spec is None or not spec.submodule_search_locations:
-        raise RuntimeError("the bpe-openai package, which ships the vocabulary files, is not installed")
-    return Path(next(iter(spec.submodule_search_locations))) / "data"
+def load_mergeable_ranks(encoding: str) -> dict[bytes, int]:
+    """`encoding`'s ranks (token bytes -> rank) from bpe-openai's file, once its sha256 is checked.
 
-
-def cache_dir() -> Path:
-    """The directory tiktoken reads its cache from: `TIKTOKEN_CACHE_DIR`, else toolscope's default.
-
-    Sets `TIKTOKEN_CACHE_DIR` to the default when it is not set, so that tiktoken reads there.
+    Raises RuntimeError when the file is not the genuine vocabulary. The format is tiktoken's: one
+    `<base64 of the token's bytes> <rank>` a line.
     """
-    configured = os.environ.get("TIKTOKEN_CACHE_DIR")
-    if configured is None:
-        default = os.path.join(tempfile.gettempdir(), DEFAULT_CACHE_DIR_NAME)
-        configured = os.environ.setdefault("TIKTOKEN_CACHE_DIR", default)
-    if not configured:
-        raise RuntimeError(
-            "TIKTOKEN_CACHE_DIR is empty, which turns tiktoken's cache off and makes it download its "
-            "vocabulary; unset it or point it at a writable directory"
-        )
-    return Path(configured)
-
-
-def _sha256_of_file(path: Path) -> str | None:
-    try:
-        with open(path, "rb") as f:
-            return hashlib.file_digest(f, "sha256").hexdigest()
-    except FileNotFoundError:
-        return None
-
-
-def install_vocab(encoding: str, directory: Path | None = None) -> Path:
-    """Put `encoding`'s vocabulary in tiktoken's cache (unless it is there already); its path.
-
-    Raises RuntimeError if the bundled copy does not hash to what tiktoken expects.
-    """
-    vocab = vocab_file(encoding)
-    directory = cache_dir() if directory is None else directory
-    target = directory / vocab.cache_name
-    if _sha256_of_file(target) == vocab.sha256:
-        return target
-
-    data = gzip.decompress(vocab.bundled_path.read_bytes())
+    vocabulary = VOCABULARIES[encoding]
+    source = vocabulary_file(encoding)
+    data = gzip.decompress(source.read_bytes())
     actual = hashlib.sha256(data).hexdigest()
-    if actual != vocab.sha256:
+    if actual != vocabulary.sha256:
         raise RuntimeError(
-            f"{vocab.bundled_path} decompresses to sha256 {actual}, but tiktoken expects {vocab.sha256} "
-            f"for {vocab.url}"
+            f"{source} decompresses to sha256 {actual}, not {vocabulary.sha256} (the genuine {encoding} "
+            f"vocabulary, as tiktoken checks it): refusing to count with it"
         )
-    directory.mkdir(parents=True, exist_ok=True)
-    temporary = directory / f".{vocab.cache_name}.{os.getpid()}.{uuid.uuid4().hex}.tmp"
-    try:
-        with open(temporary, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(temporary, target)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            temporary.unlink()
-    return target
+    ranks: dict[bytes, int] = {}
+    for line in data.splitlines():
+        if line:
+            token, rank = line.split()
+            ranks[base64.b64decode(token)] = int(rank)
+    return ranks
 
 
 _encodings: dict[str, tiktoken.Encoding] = {}
+_fast_encodings: dict[str, bpe_openai.Encoding] = {}
 _encodings_lock = threading.Lock()
 
 
 def encoding_for(name: str) -> tiktoken.Encoding:
-    """The tiktoken encoding `name` (one of ENCODINGS), loaded offline once per process."""
+    """The tiktoken encoding `name` (one of ENCODINGS), built offline once per process."""
     encoding = _encodings.get(name)
     if encoding is not None:
         return encoding
@@ -182,41 +149,41 @@ def encoding_for(name: str) -> tiktoken.Encoding:
     with _encodings_lock:
         encoding = _encodings.get(name)
         if encoding is None:
-            install_vocab(name)
-            encoding = tiktoken.get_encoding(name)
+            vocabulary = VOCABULARIES[name]
+            encoding = tiktoken.Encoding(
+                name,
+                pat_str=vocabulary.pat_str,
+                mergeable_ranks=load_mergeable_ranks(name),
+                special_tokens=dict(vocabulary.special_tokens),
+            )
             _encodings[name] = encoding
     return encoding
 
 
-def _rust_counter(encoding: str) -> Callable[[str], int] | None:
-    """bpe-openai's Rust counter for the same vocabulary, or None when it cannot be loaded.
-
-    tiktoken counts 8-14 MB/s here; the Rust counter (same vocabulary file, same pre-tokenisation)
-    30-70% faster and without building the token list. It is a private binding of a pinned
-    package, so tests/tokens compare it with tiktoken over a corpus and random text; tiktoken
-    stays the reference and the fallback.
-    """
-    try:
-        from bpe_openai import _bindings
-
-        return _bindings.tokenizer_for_encoding(encoding).count
-    except Exception:  # an upgrade that moved the binding: counting still works, slower
-        return None
+def fast_encoding_for(name: str) -> bpe_openai.Encoding:
+    """bpe-openai's `Encoding` for `name` (one of ENCODINGS), loaded once per process."""
+    encoding = _fast_encodings.get(name)
+    if encoding is not None:
+        return encoding
+    _check_encoding(name)
+    with _encodings_lock:
+        encoding = _fast_encodings.get(name)
+        if encoding is None:
+            encoding = _fast_encodings[name] = bpe_openai.get_encoding(name)
+    return encoding
 
 
 @functools.cache
 def counter(encoding: str) -> Callable[[str], int]:
-    """A TokenCounter for `encoding` (loaded now, so an unknown name fails here)."""
-    encode = encoding_for(encoding).encode_ordinary
-    fast = _rust_counter(encoding)
+    """A TokenCounter for `encoding` (both encodings loaded now, so an unknown name fails here)."""
+    reference = encoding_for(encoding).encode_ordinary
+    fast = fast_encoding_for(encoding).encode_ordinary
 
     def count(text: str) -> int:
-        if fast is not None:
-            try:
-                return fast(text)
-            except (UnicodeError, ValueError):  # lone surrogates: tiktoken replaces them
-                pass
-        return len(encode(text))
+        try:
+            return len(fast(text))
+        except ValueError:  # bpe-openai refuses 1,000,000+ characters and over 200,000 tokens
+            return len(reference(text))
 
     return count
 

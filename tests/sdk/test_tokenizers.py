@@ -10,7 +10,8 @@ import pytest
 from toolscope_agent import ToolSelector, tokenizers
 from toolscope_agent.engine.tokens import approximate_counter
 
-from toolscope.tokenizer import count_tokens, encoding_for
+from tests.tokens import tiktoken_reads_the_bundled_files
+from toolscope.tokenizer import count_tokens
 
 SAMPLES = [
     "",
@@ -35,11 +36,11 @@ def test_bpe_openai_is_preferred_and_counts_what_the_server_counts(encoding):
     assert [count(text) for text in SAMPLES] == [count_tokens(text, encoding) for text in SAMPLES]
 
 
-def test_tiktoken_counts_when_bpe_openai_is_missing(monkeypatch):
-    encoding_for("o200k_base")  # the server's helper puts the bundled vocabulary in tiktoken's cache
+def test_tiktoken_counts_when_bpe_openai_is_missing(monkeypatch, tmp_path):
     monkeypatch.setitem(sys.modules, "bpe_openai", None)
     monkeypatch.setitem(sys.modules, "bpe_openai._bindings", None)
-    count, name = tokenizers.exact_counter("o200k_base")
+    with tiktoken_reads_the_bundled_files(tmp_path):  # tiktoken.get_encoding without a download
+        count, name = tokenizers.exact_counter("o200k_base")
     assert name == "tiktoken"
     assert [count(text) for text in SAMPLES] == [count_tokens(text, "o200k_base") for text in SAMPLES]
 

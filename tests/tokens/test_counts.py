@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import json
 
+import bpe_openai
 import pytest
-import tiktoken
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -77,8 +77,8 @@ def test_published_vectors(encoding, text, ids):
 
 @pytest.mark.parametrize("encoding", tk.ENCODINGS)
 @pytest.mark.parametrize("text", TEXTS)
-def test_counts_equal_tiktoken(encoding, text):
-    reference = tiktoken.get_encoding(encoding).encode(text, disallowed_special=())
+def test_counts_equal_tiktoken(encoding, text, tiktoken_reference):
+    reference = tiktoken_reference[encoding].encode(text, disallowed_special=())
     assert tk.encoding_for(encoding).encode_ordinary(text) == reference
     assert tk.count_tokens(text, encoding) == len(reference)
     assert tk.counter(encoding)(text) == len(reference)
@@ -112,10 +112,23 @@ def test_count_many_equals_count_tokens(encoding):
 
 @pytest.mark.parametrize("encoding", tk.ENCODINGS)
 def test_the_fast_counter_is_in_use_and_agrees_with_tiktoken_on_every_text(encoding):
-    assert tk._rust_counter(encoding) is not None, "bpe-openai's counter should load with the pinned version"
+    fast = tk.fast_encoding_for(encoding)
+    assert isinstance(fast, bpe_openai.Encoding) and fast.name == encoding
     encode = tk.encoding_for(encoding).encode_ordinary
     for text in [*TEXTS, CODE * 30, SHELL * 30, JSON_TEXT * 30, "\ud800 lone surrogate", "<|endoftext|>" * 3]:
-        assert tk.count_tokens(text, encoding) == len(encode(text))
+        assert tk.count_tokens(text, encoding) == len(fast.encode_ordinary(text)) == len(encode(text))
+
+
+@pytest.mark.parametrize("encoding", tk.ENCODINGS)
+@pytest.mark.parametrize(("text", "refusal"), [
+    (CODE * 4_000, "Input too long"),  # 1,000,000 characters or more
+    ("7" * 700_000, "exceeds chunk limit 200000"),  # under a million characters, over 200,000 tokens
+], ids=["a million characters", "over 200,000 tokens"])
+def test_texts_bpe_openai_refuses_are_counted_by_tiktoken(encoding, text, refusal):
+    with pytest.raises(ValueError, match=refusal):
+        tk.fast_encoding_for(encoding).encode_ordinary(text)
+    assert tk.count_tokens(text, encoding) == len(tk.encoding_for(encoding).encode_ordinary(text))
+    assert tk.count_many([text, "hello world"], encoding) == [tk.count_tokens(text, encoding), 2]
 
 
 @settings(max_examples=400, deadline=None)

@@ -35,21 +35,25 @@ FROM generate_series(1, %(sessions)s) AS s
 TURNS_SQL = """
 INSERT INTO telemetry_turn (project_id, session_id, client_id, index, model, started_at, advertised_set_id,
     input_tokens, output_tokens, task_message, messages, system_prompt_tokens, schema_tokens, message_tokens,
-    tool_output_tokens, estimated_input_tokens, near_window, created_at)
+    tool_output_tokens, estimated_input_tokens, near_window, created_at, expires_on)
 SELECT s.project_id, s.id, 't' || s.id || '-' || j, j, 'model-x', s.started_at + interval '20 seconds' * j,
        (%(sets)s::bigint[])[1 + s.id %% 4], 3000 + 400 * j, 150, '', '[]', 1500, 200 * (1 + s.id %% 4),
-       200 * j, 300 * j, 1500 + 200 * (1 + s.id %% 4) + 500 * j, j >= 9, now()
+       200 * j, 300 * j, 1500 + 200 * (1 + s.id %% 4) + 500 * j, j >= 9, now(),
+       -- The day it expires, as processing sets it (telemetry/retention.py): its day + retention.
+       GREATEST(((s.started_at + interval '20 seconds' * j) AT TIME ZONE 'UTC')::date + %(retention)s,
+                (now() AT TIME ZONE 'UTC')::date)
 FROM telemetry_session AS s CROSS JOIN generate_series(0, %(turns)s - 1) AS j
 WHERE s.project_id = %(project)s
 """
 CALLS_SQL = """
 INSERT INTO telemetry_toolcall (project_id, session_id, turn_id, turn_index, client_id, call_id, tool_name,
     arguments, output, status, error, duration_ms, retries, approval, started_at, output_hash, output_tokens,
-    duplicate_tokens, placeholder, created_at)
+    duplicate_tokens, placeholder, created_at, expires_on)
 SELECT t.project_id, t.session_id, t.id, t.index, 'c' || t.id || '-' || k, '',
        'tool_' || lpad(((t.id * 7 + k * 13) %% 12)::text, 2, '0'), '{}', '',
        CASE WHEN random() < 0.03 THEN 'error' ELSE 'ok' END, '', round((random() * 900)::numeric, 1), 0,
-       'not_required', t.started_at + interval '2 seconds' * k, '', (random() * 2000)::int, 0, '', now()
+       'not_required', t.started_at + interval '2 seconds' * k, '', (random() * 2000)::int, 0, '', now(),
+       t.expires_on
 FROM telemetry_turn AS t CROSS JOIN generate_series(0, %(calls_per_turn)s - 1) AS k
 WHERE t.project_id = %(project)s
 """
@@ -57,8 +61,9 @@ WASTE_SQL = [
     # Ids are consecutive: the previous row is an earlier call whose output this one repeats.
     "UPDATE telemetry_toolcall SET duplicate_of_id = id - 1, duplicate_tokens = 120 WHERE id %% 20 = 7",
     """INSERT INTO telemetry_artifact (id, project_id, content_id, original, compacted, tokens_before, tokens_after,
-           strategy, created_at)
-       SELECT md5(id::text)::uuid, project_id, left(md5(id::text), 24), '', '', 5000, 800, 'head_tail', now()
+           strategy, created_at, expires_on)
+       SELECT md5(id::text)::uuid, project_id, left(md5(id::text), 24), '', '', 5000, 800, 'head_tail', now(),
+              expires_on
        FROM telemetry_toolcall WHERE id %% 50 = 3""",
     "UPDATE telemetry_toolcall SET artifact_id = md5(id::text)::uuid WHERE id %% 50 = 3",
 ]
@@ -108,7 +113,8 @@ def seed(database_url: str, args: argparse.Namespace, *, sessions_sql: str = SES
                        " created_at) VALUES ('bench', 'bench', 'o200k_base', 200000, '[]', now()) RETURNING id")
         (project,) = cursor.fetchone()
         params = {"project": project, "sessions": args.sessions, "days": args.days, "turns": args.turns,
-                  "calls_per_turn": args.calls_per_turn, "sets": seed_catalog(cursor, project)}
+                  "calls_per_turn": args.calls_per_turn, "sets": seed_catalog(cursor, project),
+                  "retention": getattr(args, "retention", 30)}
         for sql in (sessions_sql, TURNS_SQL, CALLS_SQL, *WASTE_SQL, *extra_sql):
             cursor.execute(sql, params)
     with psycopg.connect(database_url, autocommit=True) as conn:

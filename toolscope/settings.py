@@ -128,6 +128,12 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": float(_SWEEP_SECONDS),
         "options": {"expires": max(1, _SWEEP_SECONDS - 1)},
     },
+    # Time partitions ahead, expired days dropped (toolscope/telemetry/services/retention.py).
+    "retention-maintain": {
+        "task": "workers.retention_maintain",
+        "schedule": 3600.0,
+        "options": {"expires": 3500},
+    },
     # Rebuilds the hours marked for repair (processing keeps the rollups, durations included).
     "rollup-dirty-hours": {
         "task": "workers.rollup_dirty",

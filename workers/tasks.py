@@ -21,6 +21,7 @@ from toolscope.telemetry.services import ingest
 from toolscope.telemetry.services.batches import batches_sweep
 from toolscope.telemetry.services.processing import BatchResult, batch_attempts, batch_mark_failed, batch_process
 from toolscope.telemetry.services.quarantine import failure_reason
+from toolscope.telemetry.services.retention import retention_maintain as retention_run
 from toolscope.telemetry.services.rollups import rollups_refresh
 
 logger = logging.getLogger(__name__)
@@ -135,3 +136,14 @@ def rollup_dirty() -> int:
     """Rebuild the hours marked for a rebuild (beat, every minute). Processing keeps the rollups
     itself, durations included; marks are repairs an operator or a command asked for."""
     return rollups_refresh()
+
+
+@shared_task(name="workers.retention_maintain", ignore_result=True, acks_late=True)
+def retention_maintain() -> dict[str, Any]:
+    """Make the days ahead and drop the expired ones (beat, hourly; services/retention.py)."""
+    report = retention_run()
+    summary = {"partitions_made": report.partitions_made, "partitions_dropped": len(report.partitions_dropped),
+               "raw_rows_deleted": report.raw_rows_deleted, "sessions_deleted": report.sessions_deleted,
+               "rollup_rows_deleted": report.rollup_rows_deleted}
+    logger.info("retention: %s", summary)
+    return summary

@@ -137,7 +137,8 @@ def test_the_defaults_are_valid():
 def test_the_project_admin_edits_the_patterns_and_refuses_an_unsafe_one(project, rf):
     form_class = admin_site._registry[Project].get_form(rf.get("/"), project, change=True)
     data = {"slug": project.slug, "name": project.name, "encoding": project.encoding,
-            "context_window": project.context_window}
+            "context_window": project.context_window, "retention_days": project.retention_days,
+            "rollup_retention_days": project.rollup_retention_days}
     bad = form_class(data={**data, "tool_error_patterns": '[{"name": "x", "regex": "(a|a)+$", "kind": "error"}]'},
                      instance=project)
     good = form_class(data={**data, "tool_error_patterns": '[{"name": "x", "regex": "^Oops", "kind": "error"}]'},

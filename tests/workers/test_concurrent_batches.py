@@ -15,6 +15,7 @@ from django.utils import timezone
 from tests import factories
 from tests.workers.database import other_connection
 from toolscope.telemetry.models import BatchStatus, IngestBatch, ProjectHourly, ToolCall, ToolHourly, Turn
+from toolscope.telemetry.retention import expiry_day
 from toolscope.telemetry.services.accounting import BatchConflictError
 from toolscope.telemetry.services.processing import BatchResult, batch_process
 from workers import tasks
@@ -72,9 +73,9 @@ def test_a_call_stored_by_a_concurrent_worker_makes_the_batch_retry_and_skip_it(
     outcome = _race(batch, (
         ("INSERT INTO telemetry_toolcall (project_id, session_id, turn_index, client_id, call_id, tool_name,"
         " arguments, output, status, error, retries, approval, started_at, output_hash, duplicate_tokens,"
-        " placeholder, created_at) VALUES (%s, %s, 0, 'c1', '', 'bash', '{}', 'ok', 'ok', '', 0,"
-        " 'not_required', %s, '', 0, '', %s)"),
-        [project.pk, other.pk, timezone.now(), timezone.now()],
+        " placeholder, created_at, expires_on) VALUES (%s, %s, 0, 'c1', '', 'bash', '{}', 'ok', 'ok', '', 0,"
+        " 'not_required', %s, '', 0, '', %s, %s)"),
+        [project.pk, other.pk, WHEN, timezone.now(), _expiry(project)],
     ))
     assert isinstance(outcome, BatchConflictError)
     assert isinstance(outcome, tasks.TRANSIENT_ERRORS)  # the task retries it with backoff
@@ -87,13 +88,19 @@ def test_a_call_stored_by_a_concurrent_worker_makes_the_batch_retry_and_skip_it(
         ("c1", "elsewhere"), ("c2", "s1")]
 
 
+def _expiry(project):
+    """The day processing gives the event's rows (part of the key on PostgreSQL's partitioned tables:
+    the same event stored by another worker has the same timestamp, so the same day)."""
+    return expiry_day(retention_days=project.retention_days, moment=datetime.fromisoformat(WHEN))
+
+
 def test_a_turn_stored_by_a_concurrent_worker_makes_the_batch_retry_and_skip_it(project):
     other = factories.make_session(project, client_id="elsewhere")
     batch = IngestBatch.objects.create(project=project, payload={"events": EVENTS}, event_count=len(EVENTS))
     outcome = _race(batch, (
         ("INSERT INTO telemetry_turn (project_id, session_id, client_id, index, model, started_at, task_message,"
-        " messages, near_window, created_at) VALUES (%s, %s, 't0', 0, '', %s, '', '[]', false, %s)"),
-        [project.pk, other.pk, timezone.now(), timezone.now()],
+        " messages, near_window, created_at, expires_on) VALUES (%s, %s, 't0', 0, '', %s, '', '[]', false, %s, %s)"),
+        [project.pk, other.pk, WHEN, timezone.now(), _expiry(project)],
     ))
     assert isinstance(outcome, BatchConflictError)
     assert not ToolCall.objects.exists()  # nothing half stored

@@ -6,12 +6,20 @@ import uuid
 from typing import Any
 
 from django.conf import settings
-from django.core.validators import MinValueValidator
+from django.core.exceptions import ValidationError
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from toolscope_agent.engine.compaction import artifact_id
 
 from toolscope.telemetry.error_patterns import default_error_patterns, validate_error_patterns
 from toolscope.telemetry.fields import JSONTextField
+from toolscope.telemetry.retention import (
+    DEFAULT_RETENTION_DAYS,
+    DEFAULT_ROLLUP_RETENTION_DAYS,
+    MAX_RETENTION_DAYS,
+    MAX_ROLLUP_RETENTION_DAYS,
+    expiry_day,
+)
 
 
 class Encoding(models.TextChoices):
@@ -32,6 +40,17 @@ class Project(models.Model):
         '{"name", "regex" (RE2, matched at the output\'s start with ^), "kind": "error" (status becomes '
         'error) or "unflagged" (status stays ok; counted as error text, not flagged)}. See docs/events.md.',
     )
+    retention_days = models.PositiveSmallIntegerField(
+        default=DEFAULT_RETENTION_DAYS, db_default=DEFAULT_RETENTION_DAYS,
+        validators=[MinValueValidator(1), MaxValueValidator(MAX_RETENTION_DAYS)],
+        help_text="Days raw data (tool calls, turns, artifacts, ingest batches, sessions) is kept. A change "
+        "applies to data stored from then on; stored rows keep the day they expire on.",
+    )
+    rollup_retention_days = models.PositiveSmallIntegerField(
+        default=DEFAULT_ROLLUP_RETENTION_DAYS, db_default=DEFAULT_ROLLUP_RETENTION_DAYS,
+        validators=[MinValueValidator(1), MaxValueValidator(MAX_ROLLUP_RETENTION_DAYS)],
+        help_text="Days the hourly rollups (what the dashboard charts) are kept; at least the raw data's.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -39,6 +58,12 @@ class Project(models.Model):
 
     def __str__(self) -> str:
         return self.slug
+
+    def clean(self) -> None:
+        super().clean()
+        if self.rollup_retention_days is not None and self.retention_days is not None \
+                and self.rollup_retention_days < self.retention_days:
+            raise ValidationError({"rollup_retention_days": "Keep rollups at least as long as the raw data."})
 
 
 class Role(models.TextChoices):
@@ -194,6 +219,8 @@ class Turn(models.Model):
     window_share = models.FloatField(null=True, blank=True, help_text="Estimated input / context window.")
     near_window = models.BooleanField(default=False, help_text="Over 80% of the context window.")
     created_at = models.DateTimeField(auto_now_add=True)
+    # The day its time partition is dropped (telemetry/retention.py); set when it is stored.
+    expires_on = models.DateField(editable=False)
 
     class Meta:
         constraints = [
@@ -205,6 +232,11 @@ class Turn(models.Model):
 
     def __str__(self) -> str:
         return f"{self.session_id}#{self.index}"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        # Processing inserts in bulk with the day set; this covers rows made one by one (admin, tests).
+        expires_set(self, self.started_at)
+        super().save(*args, **kwargs)
 
 
 class ToolCallStatus(models.TextChoices):
@@ -225,7 +257,9 @@ class Approval(models.TextChoices):
 class ToolCall(models.Model):
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+")
     session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="tool_calls")
-    turn = models.ForeignKey(Turn, null=True, blank=True, on_delete=models.SET_NULL, related_name="tool_calls")
+    # No database constraint: Turn is partitioned (its key is (id, expires_on)); the link is the ORM's.
+    turn = models.ForeignKey(Turn, null=True, blank=True, on_delete=models.SET_NULL, related_name="tool_calls",
+                             db_constraint=False)
     turn_index = models.PositiveIntegerField()
     client_id = models.CharField(max_length=200, help_text="The event id the agent sent.")
     call_id = models.CharField(max_length=200, blank=True, help_text="The provider's tool call id.")
@@ -235,7 +269,7 @@ class ToolCall(models.Model):
     # Set when the policy compacts this output: `output` then holds the compacted text the model
     # would get, and the artifact keeps the original for retrieval.
     artifact = models.OneToOneField(
-        "Artifact", null=True, blank=True, on_delete=models.SET_NULL, related_name="tool_call"
+        "Artifact", null=True, blank=True, on_delete=models.SET_NULL, related_name="tool_call", db_constraint=False
     )
     status = models.CharField(max_length=16, choices=ToolCallStatus.choices, default=ToolCallStatus.OK)
     error = models.TextField(blank=True)
@@ -263,12 +297,14 @@ class ToolCall(models.Model):
     # An output identical (trailing whitespace aside) to an earlier output of the same tool in the
     # same session points at that first occurrence; the agent could have sent `placeholder`.
     duplicate_of = models.ForeignKey(
-        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="duplicates"
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="duplicates", db_constraint=False
     )
     duplicate_tokens = models.PositiveIntegerField(default=0, help_text="Tokens this output repeated.")
     placeholder = models.TextField(blank=True)
     placeholder_tokens = models.PositiveIntegerField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    # The day its time partition is dropped (telemetry/retention.py); set when it is stored.
+    expires_on = models.DateField(editable=False)
 
     class Meta:
         constraints = [
@@ -282,6 +318,10 @@ class ToolCall(models.Model):
 
     def __str__(self) -> str:
         return f"{self.tool_name} ({self.client_id})"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        expires_set(self, self.started_at)
+        super().save(*args, **kwargs)
 
 
 class Artifact(models.Model):
@@ -302,6 +342,9 @@ class Artifact(models.Model):
     tokens_after = models.PositiveIntegerField()
     strategy = models.CharField(max_length=32)
     created_at = models.DateTimeField(auto_now_add=True)
+    # Processing gives it its tool call's day.
+    # The day its time partition is dropped (telemetry/retention.py); set when it is stored.
+    expires_on = models.DateField(editable=False)
 
     class Meta:
         indexes = [
@@ -316,6 +359,7 @@ class Artifact(models.Model):
         # Processing inserts in bulk with the id set; this covers rows made one by one (admin, tests).
         if not self.content_id:
             self.content_id = artifact_id(self.original)
+        expires_set(self, self.created_at)
         super().save(*args, **kwargs)
 
 
@@ -431,6 +475,8 @@ class IngestBatch(models.Model):
     received_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # The day its time partition is dropped (telemetry/retention.py); set when it is stored.
+    expires_on = models.DateField(editable=False)
 
     class Meta:
         verbose_name_plural = "ingest batches"
@@ -447,6 +493,10 @@ class IngestBatch(models.Model):
     def __str__(self) -> str:
         return f"batch {self.pk} ({self.status})"
 
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        expires_set(self, self.received_at)
+        super().save(*args, **kwargs)
+
 
 class QuarantinedEvent(models.Model):
     """An accepted event the workers could not store, kept whole with the reason, so that its
@@ -454,7 +504,8 @@ class QuarantinedEvent(models.Model):
     admin once the cause is fixed (services/quarantine.py)."""
 
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+")
-    batch = models.ForeignKey(IngestBatch, null=True, blank=True, on_delete=models.SET_NULL, related_name="quarantined")
+    batch = models.ForeignKey(IngestBatch, null=True, blank=True, on_delete=models.SET_NULL, related_name="quarantined",
+                              db_constraint=False)
     event_type = models.CharField(max_length=16)
     client_id = models.CharField(max_length=200, help_text="The event id the agent sent.")
     event = JSONTextField(help_text="The event as accepted (redacted).")
@@ -466,3 +517,9 @@ class QuarantinedEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.event_type} {self.client_id}"
+
+
+def expires_set(row: Turn | ToolCall | Artifact | IngestBatch, moment: Any) -> None:
+    """Give a row saved one by one the day it expires, from its project's retention."""
+    if row.expires_on is None:
+        row.expires_on = expiry_day(retention_days=row.project.retention_days, moment=moment)

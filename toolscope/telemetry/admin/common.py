@@ -57,8 +57,8 @@ def changelist_link(model: type[Model], text: str, **filters: Any) -> SafeString
 class ReadOnlyAdminMixin:
     """Rows that ingest, processing or publishing write: operators look at them, never edit them.
 
-    Deleting is refused too: retention drops whole time partitions, and the admin's cascade
-    confirmation page would try to list every turn and tool call of a session.
+    Deleting is refused too: retention drops whole time partitions (services/retention.py), and
+    the admin's cascade confirmation page would try to list every turn and tool call of a session.
     """
 
     def has_add_permission(self, request, obj=None) -> bool:

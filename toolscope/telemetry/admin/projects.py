@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib import admin, messages
 from django.db import transaction
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
+from django.template.defaultfilters import filesizeformat
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
@@ -15,6 +18,7 @@ from toolscope.telemetry.admin.api_keys import created_key_response, new_key_url
 from toolscope.telemetry.admin.common import changelist_link
 from toolscope.telemetry.models import ApiKey, IngestBatch, Membership, Project, Scope, Session, ToolCall
 from toolscope.telemetry.services.api_keys import api_key_create
+from toolscope.telemetry.services.retention import partitions_ensure, retention_overview
 
 
 class MembershipInline(admin.TabularInline):
@@ -44,11 +48,15 @@ class ApiKeyInline(admin.TabularInline):
 
 @admin.register(Project)
 class ProjectAdmin(admin.ModelAdmin):
-    list_display = ["slug", "name", "encoding", "context_window", "created_at"]
+    list_display = ["slug", "name", "encoding", "context_window", "retention_days", "created_at"]
     list_filter = ["encoding"]
     search_fields = ["slug", "name"]
-    readonly_fields = ["created_at", "related_links"]
-    fields = ["slug", "name", "encoding", "context_window", "tool_error_patterns", "created_at", "related_links"]
+    readonly_fields = ["created_at", "related_links", "retention_state"]
+    fieldsets = [
+        (None, {"fields": ["slug", "name", "encoding", "context_window", "tool_error_patterns", "created_at",
+                           "related_links"]}),
+        ("Retention", {"fields": ["retention_days", "rollup_retention_days", "retention_state"]}),
+    ]
     inlines = [MembershipInline, ApiKeyInline]
     actions = ["create_ingest_key"]
 
@@ -66,6 +74,27 @@ class ProjectAdmin(admin.ModelAdmin):
             format_html('<a href="{}">create an API key</a>', new_key_url(obj)),
         ]
         return format_html_join(" · ", "{}", ((link,) for link in links))
+
+    @admin.display(description="stored days")
+    def retention_state(self, obj: Project) -> SafeString | str:
+        """What retention does (shared by all projects): the day partitions and when the next goes."""
+        state = retention_overview()
+        if state.partitions is None:
+            return format_html("SQLite: expired rows are deleted hourly (no partitions). Next expiry: {}.",
+                               state.next_expiry)
+        if not state.partitions:
+            return "No partitions yet: beat's hourly retention task makes them."
+        return format_html(
+            "{} day partitions per table, {} to {} ({} on disk, ~{} rows). Raw rows expire on the day stored "
+            "with them; the oldest day ({}) is dropped whole on {}.",
+            state.days, state.first, state.last, filesizeformat(state.bytes), f"{state.rows:,}", state.first,
+            state.next_expiry,
+        )
+
+    def save_model(self, request: HttpRequest, obj: Project, form: Any, change: bool) -> None:
+        super().save_model(request, obj, form, change)
+        # A longer retention needs days ahead that may not exist yet: made now, not at beat's next run.
+        transaction.on_commit(lambda: partitions_ensure(retention_days=obj.retention_days))
 
     def has_delete_permission(self, request: HttpRequest, obj: Project | None = None) -> bool:
         # The confirmation page would load every session, turn and tool call of the project.

@@ -27,6 +27,7 @@ from toolscope.telemetry.models import AdvertisedSet, Artifact, Project, Session
 from toolscope.telemetry.services.bulk import rows_insert, rows_update
 from toolscope.telemetry.services.hourly_deltas import CALL_VALUES, HourlyDelta
 from toolscope.telemetry.services.quarantine import failure_reason
+from toolscope.telemetry.services.retention import with_partitions
 from toolscope.tokenizer import count_many, counter
 
 NEAR_WINDOW_SHARE = 0.8
@@ -41,6 +42,7 @@ CALL_FIELDS = (
     "id", "session_id", "client_id", "call_id", "tool_name", "turn_index", "started_at", "status", "output_hash",
     "output_tokens", "duplicate_of_id", "duplicate_tokens", "placeholder", "placeholder_tokens", "artifact_id",
     "artifact__tokens_before", "artifact__tokens_after", "duration_ms", "argument_tokens", "error_text_unflagged",
+    "expires_on",
 )
 TURN_FIELDS = (
     "id", "session_id", "index", "started_at", "new_message_tokens", "system_prompt_tokens", "advertised_set_id",
@@ -202,19 +204,19 @@ def _compaction_apply(calls: list[CallState], project: Project, rules: list[Any]
             "id": uuid.uuid4(), "project_id": project.pk, "content_id": content_id, "original": original,
             "compacted": result.text,
             "tokens_before": result.tokens_before, "tokens_after": result.tokens_after, "strategy": result.strategy,
-            "created_at": now,
+            "created_at": now, "expires_on": call.row["expires_on"],  # its call's partition day
         }
         call.set("artifact_id", artifacts[call.row["id"]]["id"])
         call.set("output", result.text)
         # Read-only columns of the artifact's row, kept beside the call's own: never in `changes`.
         call.row["artifact__tokens_before"] = result.tokens_before
         call.row["artifact__tokens_after"] = result.tokens_after
-    rows_insert(Artifact, list(artifacts.values()))
+    with_partitions(lambda: rows_insert(Artifact, list(artifacts.values())))
 
 
 def _insert_new(model: type[Turn | ToolCall], rows: list[dict[str, Any]]) -> None:
     try:
-        rows_insert(model, rows)
+        with_partitions(lambda: rows_insert(model, rows))
     except IntegrityError as exc:
         # Another worker stored some of these rows (the same events in two batches) since they
         # were looked up; its transaction has committed by now, so a retry skips them.

@@ -14,7 +14,7 @@ import math
 from collections import defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from django.db import IntegrityError, InterfaceError, OperationalError, connection, transaction
@@ -26,6 +26,7 @@ from toolscope_agent.engine.schemas import canonical_json, schema_hash
 from toolscope.policies.services.catalog import catalog_upsert
 from toolscope.telemetry.error_patterns import classify
 from toolscope.telemetry.models import BatchStatus, IngestBatch, Project, Session, ToolCall, Turn
+from toolscope.telemetry.retention import expiry_day
 from toolscope.telemetry.services.accounting import BatchConflictError, sessions_account
 from toolscope.telemetry.services.advertised import advertised_sets_resolve
 from toolscope.telemetry.services.bulk import ids_allocate, rows_update
@@ -287,11 +288,13 @@ def _turn_rows(project: Project, sessions: dict[str, Session], events: list[dict
     system_tokens, message_tokens = _turn_tokens(project, events)
     ids = ids_allocate(Turn, len(events))
     now = timezone.now()
+    today = now.astimezone(UTC).date()
     return [
         {
             "id": pk, "project_id": project.pk, "session_id": sessions[event["session_id"]].pk,
             "client_id": event["id"], "index": event["index"], "model": event.get("model", ""),
             "started_at": _when(event["timestamp"]), "time_known": event.get("timed", True),
+            "expires_on": expiry_day(retention_days=project.retention_days, moment=_when(event["timestamp"]), on=today),
             "advertised_set_id": advertised.pk if advertised else None,
             "input_tokens": event.get("usage", {}).get("input_tokens"),
             "output_tokens": event.get("usage", {}).get("output_tokens"),
@@ -345,6 +348,7 @@ def _tool_calls_new(
     counts = count_many(outputs + arguments, project.encoding)
     ids = ids_allocate(ToolCall, len(events))
     now = timezone.now()
+    today = now.astimezone(UTC).date()
     rows = []
     for i, event in enumerate(events):
         session_id = sessions[event["session_id"]].pk
@@ -361,6 +365,7 @@ def _tool_calls_new(
             "error": event.get("error", ""), "duration_ms": event.get("duration_ms"),
             "retries": event.get("retries", 0), "approval": event.get("approval", "not_required"),
             "started_at": _when(event["timestamp"]), "time_known": event.get("timed", True),
+            "expires_on": expiry_day(retention_days=project.retention_days, moment=_when(event["timestamp"]), on=today),
             "altered": bool(event.get("altered")),
             # Whitespace-only outputs carry nothing to repeat: never duplicates.
             "output_hash": normalized_fingerprint(normalized) if (normalized := normalize_output(outputs[i])) else "",

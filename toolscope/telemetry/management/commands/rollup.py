@@ -14,7 +14,7 @@ from toolscope.telemetry.services.rollups import rollups_rebuild_all, rollups_re
 class Command(BaseCommand):
     help = (
         "Without --all: do what the periodic task does until no mark is left (rebuild the hours marked "
-        "for a rebuild, refresh the duration percentiles of those processing marked). "
+        "for a rebuild). "
         "With --all: rebuild every hour that has data, of one project (--project) or of all."
     )
 

@@ -38,7 +38,6 @@ def test_bpe_openai_is_preferred_and_counts_what_the_server_counts(encoding):
 
 def test_tiktoken_counts_when_bpe_openai_is_missing(monkeypatch, tmp_path):
     monkeypatch.setitem(sys.modules, "bpe_openai", None)
-    monkeypatch.setitem(sys.modules, "bpe_openai._bindings", None)
     with tiktoken_reads_the_bundled_files(tmp_path):  # tiktoken.get_encoding without a download
         count, name = tokenizers.exact_counter("o200k_base")
     assert name == "tiktoken"
@@ -46,10 +45,17 @@ def test_tiktoken_counts_when_bpe_openai_is_missing(monkeypatch, tmp_path):
 
 
 def test_characters_over_four_only_when_no_tokenizer_is_installed(monkeypatch, caplog):
-    for module in ("bpe_openai", "bpe_openai._bindings", "tiktoken"):
+    for module in ("bpe_openai", "tiktoken"):
         monkeypatch.setitem(sys.modules, module, None)
     assert tokenizers.exact_counter("o200k_base") == (approximate_counter, "approximate")
     assert "pip install bpe-openai" in caplog.text
+
+
+def test_lone_surrogates_and_texts_bpe_openai_refuses_are_still_counted():
+    count, _ = tokenizers.exact_counter("o200k_base")
+    assert count("ok \ud800 fine") == count_tokens("ok \ufffd fine", "o200k_base")
+    huge = "word " * 250_000  # 1,250,000 characters: over what bpe-openai's public encoder takes
+    assert count(huge) == approximate_counter(huge)
 
 
 def test_the_selector_follows_the_policys_encoding():

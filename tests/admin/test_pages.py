@@ -40,7 +40,7 @@ NOT_ADDABLE = {
 SHOWN_INLINE = {"policies.ToolVersion", "policies.ContextRule", "policies.CompactionRule"}
 # Derived by the workers and read by the dashboard; nothing for an operator to look at row by row.
 # Computed from other rows, and shown on the dashboard (simulations, a tool's learned history).
-DERIVED = {"telemetry.ToolHourly", "telemetry.ProjectHourly", "telemetry.DirtyHour",
+DERIVED = {"telemetry.ToolHourly", "telemetry.ToolDaily", "telemetry.ProjectHourly", "telemetry.DirtyHour",
            "policies.SearchHistory", "policies.Simulation", "policies.SimulationTurns", "policies.Recommendation"}
 
 

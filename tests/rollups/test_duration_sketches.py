@@ -22,7 +22,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.factories import make_key
-from toolscope.telemetry.models import ToolHourly
+from toolscope.telemetry.models import ToolCall, ToolDaily, ToolHourly
 from toolscope.telemetry.selectors import duration_quantiles
 from toolscope.telemetry.services.ingest import ingest_events
 from toolscope.telemetry.services.processing import batch_process
@@ -145,6 +145,20 @@ def test_a_day_of_real_durations_through_processing_merges_to_the_whole_days_ske
     two_tools = duration_quantiles(project_id=project.pk, start=DAY, end=DAY + timedelta(days=1),
                                    tool_names=["git_log", "convert_time"])
     assert two_tools == {tool: day[tool] for tool in ("git_log", "convert_time")}
+
+    # A range that is not whole days: the hours at either end, the whole day between from ToolDaily.
+    ragged = duration_quantiles(project_id=project.pk, start=DAY + timedelta(hours=5), end=DAY + timedelta(hours=53))
+    assert ragged.keys() == REAL.keys()
+    assert ToolDaily.objects.filter(project=project).count() == len(REAL)
+    assert duration_quantiles(project_id=project.pk, start=DAY + timedelta(days=1), end=DAY + timedelta(days=3)) == {}
+    hours = duration_quantiles(project_id=project.pk, start=DAY + timedelta(hours=5), end=DAY + timedelta(hours=9))
+    timed_hours = list(ToolCall.objects.filter(project=project, started_at__gte=DAY + timedelta(hours=5),
+                                               started_at__lt=DAY + timedelta(hours=9), tool_name="git_log")
+                       .values_list("duration_ms", flat=True))
+    assert hours["git_log"] == quantiles(bins_of(timed_hours))
+    early = list(ToolCall.objects.filter(project=project, started_at__gte=DAY + timedelta(hours=5), tool_name="git_log")
+                 .values_list("duration_ms", flat=True))
+    assert ragged["git_log"] == quantiles(bins_of(early))  # hours 5-23 of DAY from ToolHourly
 
     kept = list(ToolHourly.objects.order_by("hour", "tool_name").values_list("duration_bins", "duration_p95_ms"))
     rollups_rebuild(project_id=project.pk, hours=[DAY + timedelta(hours=n) for n in range(24)])

@@ -15,7 +15,7 @@ import pytest
 
 from tests.factories import make_key
 from toolscope.policies.models import CompactionRule, Policy
-from toolscope.telemetry.models import DirtyHour, IngestBatch, ProjectHourly, ToolHourly
+from toolscope.telemetry.models import DirtyHour, IngestBatch, ProjectHourly, ToolDaily, ToolHourly
 from toolscope.telemetry.services.ingest import ingest_events
 from toolscope.telemetry.services.processing import batch_process
 from toolscope.telemetry.services.rollups import rollups_rebuild, rollups_refresh
@@ -73,12 +73,13 @@ def random_batches(seed: int, count: int) -> list[list[dict]]:
     return batches
 
 
-def rollups() -> tuple[list[dict], list[dict]]:
+def rollups() -> tuple[list[dict], list[dict], list[dict]]:
     tools = list(ToolHourly.objects.order_by("hour", "tool_name").values().iterator())
     hours = list(ProjectHourly.objects.order_by("hour").values().iterator())
-    for row in tools + hours:
+    days = list(ToolDaily.objects.order_by("day", "tool_name").values().iterator())
+    for row in tools + hours + days:
         del row["id"]
-    return tools, hours
+    return tools, hours, days
 
 
 def rebuilt(project) -> tuple[list[dict], list[dict]]:
@@ -111,6 +112,7 @@ def test_rollups_kept_by_deltas_equal_a_rebuild(policy_project, seed):
     kept = rollups()
     assert kept[0] and kept[1]
     assert any(row["duration_bins"] for row in kept[0]) and any(row["duration_p95_ms"] for row in kept[0])
+    assert kept[2] and all(row["duration_bins"] for row in kept[2])  # the days' sketches
     unflagged = any("status" not in e and e.get("output") == "Error: no such file" for b in batches for e in b)
     assert (sum(row["unflagged_errors"] for row in kept[0]) > 0) == unflagged  # "error text, not flagged"
     assert kept == rebuilt(policy_project)

@@ -157,4 +157,4 @@ def _queries_to_rebuild(calls: int) -> int:
 
 
 def test_the_number_of_queries_does_not_grow_with_the_number_of_rows(db):
-    assert _queries_to_rebuild(200) == _queries_to_rebuild(10) <= 13
+    assert _queries_to_rebuild(200) == _queries_to_rebuild(10) <= 16

@@ -112,6 +112,9 @@ def test_a_project_keeps_its_own_retention_and_expiry_drops_whole_days(project, 
                                                                                          microsecond=0))
     ProjectHourly.objects.create(project=project, hour=(now - timedelta(days=500)).replace(minute=0, second=0,
                                                                                              microsecond=0))
+    # A session expires with its last row (processing keeps the day), then goes without a probe.
+    assert dict(Session.objects.values_list("client_id", "expires_on")) == {
+        "short": today() + timedelta(days=1), "long": today() + timedelta(days=3)}
     before = {(model.__name__, owner): model.objects.filter(project=owner).count()
               for model in (ToolCall, Turn, IngestBatch) for owner in (project, other_project)}
     assert all(before.values())

@@ -140,6 +140,9 @@ class Session(models.Model):
     max_window_share = models.FloatField(null=True, blank=True)
     near_window = models.BooleanField(default=False, help_text="A turn used over 80% of the context window.")
     created_at = models.DateTimeField(auto_now_add=True)
+    # The day its last turn or call expires (or its own start's, with none): retention deletes the
+    # session the day after, when nothing of it is left (services/retention.py). Kept by processing.
+    expires_on = models.DateField(null=True, blank=True, editable=False)
 
     class Meta:
         constraints = [
@@ -148,6 +151,7 @@ class Session(models.Model):
         indexes = [
             models.Index(fields=["project", "-started_at"], name="session_project_started"),
             models.Index(fields=["project", "agent_name", "-started_at"], name="session_project_agent"),
+            models.Index(fields=["project", "expires_on"], name="session_project_expires"),
         ]
 
     def __str__(self) -> str:
@@ -180,7 +184,8 @@ class Turn(models.Model):
     """One model request inside a session."""
 
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+")
-    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="turns")
+    # No database constraint: checking it would probe every day partition for each session deleted.
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="turns", db_constraint=False)
     client_id = models.CharField(max_length=200)
     index = models.PositiveIntegerField()
     model = models.CharField(max_length=200, blank=True)
@@ -256,7 +261,7 @@ class Approval(models.TextChoices):
 
 class ToolCall(models.Model):
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+")
-    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="tool_calls")
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="tool_calls", db_constraint=False)
     # No database constraint: Turn is partitioned (its key is (id, expires_on)); the link is the ORM's.
     turn = models.ForeignKey(Turn, null=True, blank=True, on_delete=models.SET_NULL, related_name="tool_calls",
                              db_constraint=False)
@@ -399,6 +404,23 @@ class ToolHourly(models.Model):
 
     def __str__(self) -> str:
         return f"{self.tool_name} @ {self.hour:%Y-%m-%d %H:00}"
+
+
+class ToolDaily(models.Model):
+    """Per project, tool and UTC day: the sum of the day's hourly duration bins, so that a month's
+    percentiles add up 30 sketches per tool rather than 720 (telemetry/selectors.py). Processing
+    adds to it with the hours; a rebuild recomputes the days of the hours it rebuilt."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+")
+    day = models.DateField()
+    tool_name = models.CharField(max_length=200)
+    duration_bins = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["project", "day", "tool_name"], name="tooldaily_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.tool_name} @ {self.day}"
 
 
 class ProjectHourly(models.Model):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from datetime import datetime
+from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 from uuid import UUID
 
@@ -12,7 +12,15 @@ from django.db import connection
 from toolscope_agent.engine.compaction import ARTIFACT_ID_LENGTH
 
 from toolscope.telemetry import sketches
-from toolscope.telemetry.models import Artifact, BatchStatus, IngestBatch, Project, QuarantinedEvent, ToolHourly
+from toolscope.telemetry.models import (
+    Artifact,
+    BatchStatus,
+    IngestBatch,
+    Project,
+    QuarantinedEvent,
+    ToolDaily,
+    ToolHourly,
+)
 
 CONTENT_ID = re.compile(f"[0-9a-f]{{{ARTIFACT_ID_LENGTH}}}")
 
@@ -55,33 +63,52 @@ def batch_outcome(*, project_id: int, batch_id: int) -> dict[str, Any] | None:
             "events": events}
 
 
-# The hours' duration bins added per (tool, bin) in the database: what comes back is one row per
-# bin of each tool, a few hundred per tool, however many hours the range holds.
+# The range's duration bins added per (tool, bin) in the database: the whole days' sketches
+# (ToolDaily) and the hours' (ToolHourly) at either end. What comes back is one row per bin of each
+# tool, a few hundred per tool, however long the range.
 BINS_SUM_SQL = """
-SELECT t.tool_name, b.key, SUM(CAST(b.value AS BIGINT))
-FROM {table} AS t, {each}(t.duration_bins) AS b
-WHERE t.project_id = %s AND t.hour >= %s AND t.hour < %s{tools}
-GROUP BY t.tool_name, b.key
+SELECT tool_name, key, SUM(CAST(value AS BIGINT)) FROM (
+    SELECT t.tool_name, b.key, b.value FROM {hourly} AS t, {each}(t.duration_bins) AS b
+    WHERE t.project_id = %s AND ((t.hour >= %s AND t.hour < %s) OR (t.hour >= %s AND t.hour < %s)){tools}
+    UNION ALL
+    SELECT t.tool_name, b.key, b.value FROM {daily} AS t, {each}(t.duration_bins) AS b
+    WHERE t.project_id = %s AND t.day >= %s AND t.day < %s{tools}
+) AS bins
+GROUP BY tool_name, key
 """
 
 
 def duration_quantiles(*, project_id: int, start: datetime, end: datetime,
                        tool_names: list[str] | None = None) -> dict[str, tuple[float | None, ...]]:
-    """(p50, p95) of each tool's call durations over [start, end), from the hours' merged DDSketch
-    bins: within sketches.RELATIVE_ACCURACY of the exact figures, whatever the range."""
+    """(p50, p95) of each tool's call durations over [start, end), from the merged DDSketch bins of
+    its whole days and of the hours at either end: within sketches.RELATIVE_ACCURACY of the exact
+    figures, whatever the range."""
     each = "jsonb_each_text" if connection.vendor == "postgresql" else "json_each"
-    params: list[Any] = [project_id, start, end]
-    tools = ""
+    # The whole days: from start's midnight (or the next one) to end's.
+    first_day = (start.astimezone(UTC) + timedelta(days=1) - timedelta(microseconds=1)).date()
+    last_day = end.astimezone(UTC).date()
+    if first_day >= last_day:
+        first_day = last_day = start.astimezone(UTC).date()
+        edges = [start, end, end, end]
+    else:
+        edges = [start, _midnight(first_day), _midnight(last_day), end]
+    tools, names = "", []
     if tool_names is not None:
         if not tool_names:
             return {}
         tools = f" AND t.tool_name IN ({', '.join(['%s'] * len(tool_names))})"
-        params += tool_names
+        names = list(tool_names)
+    params: list[Any] = [project_id, *edges, *names, project_id, first_day, last_day, *names]
     # The table and function names are constants and the tool filter placeholders; values are parameters.
-    sql = BINS_SUM_SQL.format(table=ToolHourly._meta.db_table, each=each, tools=tools)
+    sql = BINS_SUM_SQL.format(hourly=ToolHourly._meta.db_table, daily=ToolDaily._meta.db_table, each=each,
+                              tools=tools)
     bins: dict[str, dict[str, int]] = defaultdict(dict)
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         for tool_name, key, count in cursor.fetchall():
             bins[tool_name][key] = int(count)
     return {tool_name: sketches.quantiles(tool_bins) for tool_name, tool_bins in bins.items()}
+
+
+def _midnight(day: date) -> datetime:
+    return datetime.combine(day, time(), tzinfo=UTC)

@@ -12,7 +12,7 @@ import uuid
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any
 
 from django.db import IntegrityError, OperationalError
@@ -24,6 +24,7 @@ from toolscope_agent.engine.duplicates import placeholder_text
 from toolscope.policies.models import ToolVersion
 from toolscope.policies.services.documents import policy_outputs_for_processing
 from toolscope.telemetry.models import AdvertisedSet, Artifact, Project, Session, ToolCall, Turn
+from toolscope.telemetry.retention import expiry_day
 from toolscope.telemetry.services.bulk import rows_insert, rows_update
 from toolscope.telemetry.services.hourly_deltas import CALL_VALUES, HourlyDelta
 from toolscope.telemetry.services.quarantine import failure_reason
@@ -47,7 +48,7 @@ CALL_FIELDS = (
 TURN_FIELDS = (
     "id", "session_id", "index", "started_at", "new_message_tokens", "system_prompt_tokens", "advertised_set_id",
     "input_tokens", "output_tokens", "schema_tokens", "message_tokens", "call_tokens", "tool_output_tokens",
-    "estimated_input_tokens", "window_share", "near_window",
+    "estimated_input_tokens", "window_share", "near_window", "expires_on",
 )
 
 
@@ -119,9 +120,14 @@ def sessions_account(
     if fresh_turns:
         _calls_link_turns(session_ids)
         delta.advertised(fresh_turns.values())
-    _sessions_summarize(session_ids, calls, budgets)
+    starts = dict(Session.objects.filter(pk__in=session_ids).values_list("pk", "started_at"))
+    expiry = {pk: expiry_day(retention_days=project.retention_days, moment=started_at)
+              for pk, started_at in starts.items()}
+    for row in [*(call.row for call in calls), *turns]:
+        expiry[row["session_id"]] = max(expiry[row["session_id"]], row["expires_on"])
+    _sessions_summarize(session_ids, calls, budgets, expiry)
     # A session's own hour counts it, even when its turns fall in later hours.
-    for pk, started_at in Session.objects.filter(pk__in=session_ids).values_list("pk", "started_at"):
+    for pk, started_at in starts.items():
         delta.session(session_starts[pk], started_at)
     delta.apply()
 
@@ -323,13 +329,15 @@ def _calls_link_turns(session_ids: list[int]) -> None:
 
 
 SUMMARY_FIELDS = ("turn_count", "tool_call_count", "error_count", "duplicate_tokens", "max_window_share",
-                  "near_window")
+                  "near_window", "expires_on")
 
 
 def _sessions_summarize(
-    session_ids: list[int], calls: list[CallState], budgets: dict[int, list[dict[str, Any]]]
+    session_ids: list[int], calls: list[CallState], budgets: dict[int, list[dict[str, Any]]],
+    expiry: dict[int, date],
 ) -> None:
-    summaries = {sid: Session(pk=sid, tool_call_count=0, error_count=0, duplicate_tokens=0) for sid in session_ids}
+    summaries = {sid: Session(pk=sid, tool_call_count=0, error_count=0, duplicate_tokens=0, expires_on=expiry[sid])
+                 for sid in session_ids}
     for call in calls:
         summary = summaries[call.row["session_id"]]
         summary.tool_call_count += 1

@@ -18,13 +18,13 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any
 
 from django.db import connection, models
 
 from toolscope.telemetry import sketches
-from toolscope.telemetry.models import ProjectHourly, ToolCallStatus, ToolHourly
+from toolscope.telemetry.models import ProjectHourly, ToolCallStatus, ToolDaily, ToolHourly
 from toolscope.telemetry.services import rollups
 from toolscope.telemetry.services.bulk import rows_update
 from toolscope.telemetry.services.rollups import CALL_TOTALS, REPORTED, TURN_BUDGET, Key, hour_floor
@@ -208,3 +208,22 @@ def _durations_add(project_id: int, durations: Mapping[Key, Counter[str]]) -> No
         p50, p95 = sketches.quantiles(merged)
         rows.append(ToolHourly(pk=pk, duration_bins=merged, duration_p50_ms=p50, duration_p95_ms=p95))
     rows_update(ToolHourly, ("duration_bins", "duration_p50_ms", "duration_p95_ms"), rows)
+    days: dict[tuple[date, str], Counter[str]] = defaultdict(Counter)
+    for (hour, tool), delta in durations.items():
+        days[(hour.date(), tool)].update(delta)
+    daily_bins_add(project_id, days)
+
+
+def daily_bins_add(project_id: int, days: Mapping[tuple[date, str], Mapping[str, int]]) -> None:
+    """Add bins to the days' ToolDaily rows, made when missing. Under the hours' shared locks, so
+    no rebuild of those days runs meanwhile; batches of one project are processed one at a time."""
+    if not days:
+        return
+    ToolDaily.objects.bulk_create([ToolDaily(project_id=project_id, day=day, tool_name=tool)
+                                   for day, tool in sorted(days)], ignore_conflicts=True)
+    stored = ToolDaily.objects.select_for_update().filter(
+        project_id=project_id, day__in={day for day, _ in days}, tool_name__in={tool for _, tool in days},
+    ).order_by("day", "tool_name").values_list("pk", "day", "tool_name", "duration_bins")
+    rows = [ToolDaily(pk=pk, duration_bins=sketches.bins_add(bins, days[(day, tool)]))
+            for pk, day, tool, bins in stored if (day, tool) in days]
+    rows_update(ToolDaily, ("duration_bins",), rows)

@@ -8,8 +8,8 @@
 - **Sessions** (one row per agent run, far fewer) go once their project's retention has passed
   since they started and no turn or call of theirs is left; **quarantined events** after the
   retention too. Both are deleted by rows, in chunks: small tables.
-- **Rollups** (ToolHourly, ProjectHourly) are kept `rollup_retention_days` per project and
-  deleted by rows (a few dozen rows per project and hour).
+- **Rollups** (ToolHourly, ProjectHourly, ToolDaily) are kept `rollup_retention_days` per
+  project and deleted by rows (a few dozen rows per project and hour).
 
 Beat runs `retention_maintain` hourly (workers.tasks.retention_maintain): every step is
 idempotent, so a missed run is caught up by the next.
@@ -35,6 +35,7 @@ from toolscope.telemetry.models import (
     QuarantinedEvent,
     Session,
     ToolCall,
+    ToolDaily,
     ToolHourly,
     Turn,
 )
@@ -94,16 +95,30 @@ def retention_expire(*, on: date | None = None, concurrently: bool = True) -> Re
     for project_id, days, rollup_days in Project.objects.values_list("pk", "retention_days", "rollup_retention_days"):
         raw_cutoff = datetime.combine(current - timedelta(days=days), time.min, tzinfo=UTC)
         rollup_cutoff = datetime.combine(current - timedelta(days=rollup_days), time.min, tzinfo=UTC)
-        report.sessions_deleted += _delete_chunked(Session, Session.objects.filter(
-            project_id=project_id, started_at__lt=raw_cutoff,
-        ).exclude(Exists(Turn.objects.filter(session_id=OuterRef("pk")))).exclude(
-            Exists(ToolCall.objects.filter(session_id=OuterRef("pk")))))
+        report.sessions_deleted += _sessions_delete(project_id=project_id, on=current, cutoff=raw_cutoff)
         report.quarantined_deleted += _delete_chunked(QuarantinedEvent, QuarantinedEvent.objects.filter(
             project_id=project_id, created_at__lt=raw_cutoff))
         for model in (ToolHourly, ProjectHourly):
             report.rollup_rows_deleted += _delete_chunked(model, model.objects.filter(
                 project_id=project_id, hour__lt=rollup_cutoff))
+        report.rollup_rows_deleted += _delete_chunked(ToolDaily, ToolDaily.objects.filter(
+            project_id=project_id, day__lt=rollup_cutoff.date()))
     return report
+
+
+def _sessions_delete(*, project_id: int, on: date, cutoff: datetime) -> int:
+    """Sessions whose last turn or call expired before `on`: their rows went with their day
+    partitions, so nothing points at them and one plain DELETE does it (Django's collector would
+    look for turns and calls in every day partition). A session processing never summarised
+    (made by hand) goes once it started before `cutoff` and nothing of it is left."""
+    with connection.cursor() as cursor:
+        cursor.execute(f"DELETE FROM {Session._meta.db_table} WHERE project_id = %s AND expires_on < %s",  # noqa: S608
+                       [project_id, on])
+        deleted = cursor.rowcount
+    return deleted + _delete_chunked(Session, Session.objects.filter(
+        project_id=project_id, expires_on__isnull=True, started_at__lt=cutoff,
+    ).exclude(Exists(Turn.objects.filter(session_id=OuterRef("pk")))).exclude(
+        Exists(ToolCall.objects.filter(session_id=OuterRef("pk")))))
 
 
 def _delete_chunked(model: type, queryset: object) -> int:

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Iterable
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 
 from django.db import connection, transaction
@@ -57,11 +57,13 @@ from toolscope.telemetry.models import (
     Session,
     ToolCall,
     ToolCallStatus,
+    ToolDaily,
     ToolHourly,
     Turn,
 )
 
 HOUR = timedelta(hours=1)
+DAY = timedelta(days=1)
 DAY_HOURS = 24
 INSERT_BATCH = 2000
 # Turn budget fields summed into ProjectHourly under the same names.
@@ -305,8 +307,12 @@ def rollups_rebuild(*, project_id: int, hours: Iterable[datetime]) -> None:
     wanted = _hours_normalise(hours)
     if not wanted:
         return
+    days = sorted({hour.date() for hour in wanted})
     with transaction.atomic():
-        hours_lock(project_id=project_id, hours=wanted)
+        # Every hour of the days: their ToolDaily sketches are recomputed from the day's hours,
+        # which no batch may be adding to meanwhile.
+        hours_lock(project_id=project_id, hours=_hours_normalise(
+            datetime.combine(day, time(hour), tzinfo=UTC) for day in days for hour in range(DAY_HOURS)))
         # Deleted before reading: on SQLite this takes the write lock before anything is read.
         ToolHourly.objects.filter(project_id=project_id, hour__in=wanted).delete()
         ProjectHourly.objects.filter(project_id=project_id, hour__in=wanted).delete()
@@ -321,6 +327,21 @@ def rollups_rebuild(*, project_id: int, hours: Iterable[datetime]) -> None:
             _project_hourly(project_id=project_id, sessions=sessions, turn_rows=turn_rows, calls=calls),
             batch_size=INSERT_BATCH,
         )
+        _days_rebuild(project_id=project_id, days=days)
+
+
+def _days_rebuild(*, project_id: int, days: list[date]) -> None:
+    """The days' ToolDaily sketches: their hours' bins added up."""
+    ToolDaily.objects.filter(project_id=project_id, day__in=days).delete()
+    merged: dict[tuple[date, str], dict[str, int]] = defaultdict(dict)
+    start, end = datetime.combine(days[0], time(), tzinfo=UTC), datetime.combine(days[-1], time(), tzinfo=UTC) + DAY
+    hourly = ToolHourly.objects.filter(project_id=project_id, hour__gte=start, hour__lt=end).exclude(duration_bins={})
+    for hour, tool_name, bins in hourly.values_list("hour", "tool_name", "duration_bins").iterator():
+        key = (hour.astimezone(UTC).date(), tool_name)
+        if key[0] in days:
+            merged[key] = sketches.bins_add(merged[key], bins)
+    ToolDaily.objects.bulk_create([ToolDaily(project_id=project_id, day=day, tool_name=tool, duration_bins=bins)
+                                   for (day, tool), bins in sorted(merged.items())], batch_size=INSERT_BATCH)
 
 
 def rollups_refresh(*, limit: int = 500) -> int:

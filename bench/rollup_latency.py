@@ -17,8 +17,22 @@ Target: p95 and max under 5 s at 1,000 events/s. The IngestBatch rows split each
 queue wait (received -> started), processing (started -> finished) and rollup lag (finished ->
 visible); the worker log gives each task's run time.
 
+The poller also records when the request's tool first has its duration p95 (every call is timed):
+
+    percentiles visible = first poll seeing all the calls and duration_p95_ms non-null  -  the 202
+
+Since 2b71030 (DDSketch bins kept by processing) that is the same moment; before, the rollup
+task's percentile refresh set them some time after the batch committed.
+
     .venv/bin/python bench/rollup_latency.py [--seconds 30] [--rate 10] [--events 100] [--concurrency 1]
         [--preload-minutes 10]   # first fill the current hour as if this load had run for 10 minutes
+
+The preload copies tool calls by SQL, then rebuilds the project's hours (`manage.py rollup --all
+--project bench`) so that ToolHourly/ProjectHourly hold what processing would have added for them
+(sums, and duration bins and percentiles since 2b71030; on the code before it also CallDuration,
+whose rows processing wrote beside each timed call). Works on the code before and after 2b71030.
+
+Broker and cache: BENCH_ROLLUP_BROKER / BENCH_ROLLUP_CACHE (default Redis DB 5).
 
 It also prints the CPU seconds used by each piece (and by everything else on the machine: other
 people's tests count) and what the scratch database's active backends were doing or waiting for.
@@ -102,6 +116,7 @@ class Poller(threading.Thread):
         self.project_id, self.expected = project_id, expected
         self.outstanding: dict[str, tuple[float, float]] = {}  # name -> (monotonic, wall) of the 202
         self.visible: dict[str, tuple[float, float]] = {}  # name -> (latency s, wall time seen)
+        self.percentiles: dict[str, tuple[float, float]] = {}  # the same, for calls + p95 non-null
         self.lock = threading.Lock()
         self.stopping = threading.Event()
         self.rounds = 0
@@ -118,8 +133,8 @@ class Poller(threading.Thread):
                 names = list(self.outstanding)
             if names:
                 rows = self.db.execute(
-                    "SELECT tool_name, sum(calls) FROM telemetry_toolhourly WHERE project_id = %s"
-                    " AND tool_name = ANY(%s) GROUP BY tool_name", [self.project_id, names],
+                    "SELECT tool_name, sum(calls), bool_and(duration_p95_ms IS NOT NULL) FROM telemetry_toolhourly"
+                    " WHERE project_id = %s AND tool_name = ANY(%s) GROUP BY tool_name", [self.project_id, names],
                 ).fetchall()
                 now_mono, now_wall = time.monotonic(), time.time()
                 self.rounds += 1
@@ -131,10 +146,14 @@ class Poller(threading.Thread):
                             what += f"  <- blocked by: {' '.join(blocker.split())[:45]}"
                         self.waits[what] += 1
                 with self.lock:
-                    for name, calls in rows:
-                        if calls >= self.expected and name in self.outstanding:
-                            mono, _ = self.outstanding.pop(name)
-                            self.visible[name] = (now_mono - mono, now_wall)
+                    for name, calls, timed in rows:
+                        if calls < self.expected or name not in self.outstanding:
+                            continue
+                        mono, _ = self.outstanding[name]
+                        self.visible.setdefault(name, (now_mono - mono, now_wall))
+                        if timed:  # outstanding until its percentiles show too
+                            del self.outstanding[name]
+                            self.percentiles[name] = (now_mono - mono, now_wall)
             self.stopping.wait(POLL_SECONDS)
         self.db.close()
 
@@ -155,10 +174,11 @@ WHERE t.project_id = %(project)s
 """
 
 
-def preload(database_url: str, project_id: int, rows: int) -> float:
+def preload(database_url: str, project_id: int, rows: int, env: dict[str, str]) -> float:
     """Fill the current hour with `rows` more tool calls, as if the stack had been taking this load
     for a while: copies of the rows already there (every column, so this follows the model), with
-    new ids, tool names preload_00..39 and times spread over the hour so far. Returns seconds."""
+    new ids, tool names preload_00..39 and times spread over the hour so far; then the rollups of
+    the hour as processing would have kept them (a rebuild from the raw rows). Returns seconds."""
     started = time.monotonic()
     with psycopg.connect(database_url, autocommit=True) as db:
         have = db.execute("SELECT count(*) FROM telemetry_toolcall WHERE project_id = %s", [project_id]).fetchone()[0]
@@ -182,6 +202,12 @@ def preload(database_url: str, project_id: int, rows: int) -> float:
                 " AND NOT EXISTS (SELECT 1 FROM telemetry_callduration d WHERE d.call_id = t.id)", [project_id])
             db.execute("VACUUM ANALYZE telemetry_callduration")
         db.execute("VACUUM ANALYZE telemetry_toolcall")
+    # ToolHourly/ProjectHourly of the hour (sums; duration bins and percentiles), which processing
+    # keeps batch by batch: a rebuild gives the same rows (bench/processing_throughput.py checks).
+    manage(env, "rollup", "--all", "--project", "bench")
+    with psycopg.connect(database_url, autocommit=True) as db:
+        db.execute("VACUUM ANALYZE telemetry_toolhourly")
+        db.execute("VACUUM ANALYZE telemetry_projecthourly")
     return time.monotonic() - started
 
 
@@ -225,8 +251,8 @@ def main() -> None:
 
     with scratch_database() as database_url:
         env = stack_env(database_url)
-        # The cache on Redis, as in production: the rollup task's coalescing and spacing flags
-        # (workers.tasks) must be shared by the worker's processes (locmem is per process).
+        # The cache on Redis, as in production (before 2b71030 the rollup task's coalescing and
+        # spacing flags in workers.tasks had to be shared by the worker's processes).
         env.update(CELERY_BROKER_URL=BROKER, INGEST_QUEUE=queue, CACHE_URL=CACHE)
         manage(env, "migrate", "-v0")
         key = create_key(env)
@@ -248,11 +274,12 @@ def main() -> None:
             poller.wait_all(60)
             warm = dict(poller.visible)
             poller.visible.clear()
+            poller.percentiles.clear()
             preloaded = 0
             if args.preload_minutes:
                 preloaded = int(args.preload_minutes * 60 * args.rate * args.events)
                 print(f"preloading {preloaded:,} tool calls into the current hour ...", flush=True)
-                preload_seconds = preload(database_url, project_id, preloaded)
+                preload_seconds = preload(database_url, project_id, preloaded, env)
                 with psycopg.connect(database_url, autocommit=True) as db:
                     preloaded = db.execute("SELECT count(*) FROM telemetry_toolcall").fetchone()[0]
                 print(f"  {preloaded:,} tool calls in the hour after {preload_seconds:.0f} s", flush=True)
@@ -314,6 +341,9 @@ def main() -> None:
                 dirty_left = db.execute("SELECT count(*) FROM telemetry_dirtyhour").fetchone()[0]
                 rows = db.execute("SELECT count(*), (SELECT coalesce(sum(calls), 0) FROM telemetry_toolhourly)"
                                   " FROM telemetry_toolcall").fetchone()
+                table_sizes = db.execute(
+                    "SELECT pg_size_pretty(pg_total_relation_size('telemetry_toolcall')),"
+                    " pg_size_pretty(pg_total_relation_size('telemetry_toolhourly'))").fetchone()
             tasks = task_times(logs / "worker.log")
         broker = redis.Redis.from_url(BROKER)
         for name in broker.scan_iter(f"*{queue}*"):  # the queue and kombu's bindings of it
@@ -322,8 +352,11 @@ def main() -> None:
     latencies = {f"tool_{r['n']}": poller.visible.get(f"tool_{r['n']}") for r in results}
     seen = [v[0] for v in latencies.values() if v]
     missing = [name for name, v in latencies.items() if not v]
+    timed = {f"tool_{r['n']}": poller.percentiles.get(f"tool_{r['n']}") for r in results}
+    timed_seen = [v[0] for v in timed.values() if v]
+    timed_missing = [name for name, v in timed.items() if not v]
     over = [v for v in seen if v > TARGET_SECONDS]
-    queue_wait, processing, rollup_lag = [], [], []
+    queue_wait, processing, rollup_lag, percentile_lag = [], [], [], []
     for r in results:
         received, started_at, finished, _ = batches[r["batch"]]
         visible = latencies[f"tool_{r['n']}"]
@@ -332,12 +365,15 @@ def main() -> None:
             processing.append((finished - started_at).total_seconds())
             if visible:
                 rollup_lag.append(visible[1] - finished.timestamp())
+            if timed[f"tool_{r['n']}"]:
+                percentile_lag.append(timed[f"tool_{r['n']}"][1] - finished.timestamp())
     statuses = defaultdict(int)
     for batch in batches.values():
         statuses[batch[3]] += 1
 
     print(f"command: .venv/bin/python bench/rollup_latency.py --seconds {args.seconds:g} --rate {args.rate:g} "
-          f"--events {args.events} --concurrency {args.concurrency}")
+          f"--events {args.events} --concurrency {args.concurrency}"
+          + (f" --preload-minutes {args.preload_minutes:g}" if args.preload_minutes else ""))
     print(f"code: {version}; stack: gunicorn 2 sync workers, celery worker --concurrency {args.concurrency} "
           f"(prefork), celery beat; broker {BROKER} queue {queue}; cache {CACHE}")
     print("load average 1/5/15 min: before {}, end of sending {} (2 cores)".format(
@@ -357,6 +393,9 @@ def main() -> None:
     print(f"  queue wait (received -> started): {summary(queue_wait)}")
     print(f"  processing (started -> finished): {summary(processing)}")
     print(f"  rollup lag (finished -> visible): {summary(rollup_lag)}")
+    print(f"202 -> percentiles visible (calls and duration_p95_ms): {summary(timed_seen)}; over "
+          f"{TARGET_SECONDS:.0f} s: {sum(v > TARGET_SECONDS for v in timed_seen)}; never: {len(timed_missing)}")
+    print(f"  percentile lag (finished -> p95 visible): {summary(percentile_lag)}")
     for name, values in sorted(tasks.items()):
         print(f"  task {name}: {len(values)} runs, {summary(values)}")
     for label, first, second, seconds in (("sending", cpu_start, cpu_sent, sending),
@@ -370,7 +409,7 @@ def main() -> None:
         for what, n in sorted(poller.waits.items(), key=lambda kv: -kv[1])[:8]:
             print(f"  {n / poller.wait_samples:5.0%}  {what}")
     print(f"batches {dict(statuses)}; tool calls {rows[0]:,}, ToolHourly calls {rows[1]:,}; dirty hours left "
-          f"{dirty_left}")
+          f"{dirty_left}; sizes: telemetry_toolcall {table_sizes[0]}, telemetry_toolhourly {table_sizes[1]}")
     print("TARGET " + ("MET" if seen and not over and not missing else "MISSED"))
     print(f"logs: {logs}")
 

@@ -341,9 +341,11 @@ def main() -> None:
                 dirty_left = db.execute("SELECT count(*) FROM telemetry_dirtyhour").fetchone()[0]
                 rows = db.execute("SELECT count(*), (SELECT coalesce(sum(calls), 0) FROM telemetry_toolhourly)"
                                   " FROM telemetry_toolcall").fetchone()
-                table_sizes = db.execute(
-                    "SELECT pg_size_pretty(pg_total_relation_size('telemetry_toolcall')),"
-                    " pg_size_pretty(pg_total_relation_size('telemetry_toolhourly'))").fetchone()
+                # Partitions included (telemetry_toolcall is partitioned by day since bd604f7).
+                table_sizes = [db.execute(
+                    "SELECT pg_size_pretty(coalesce(sum(pg_total_relation_size(relid)), pg_total_relation_size(%s)))"
+                    " FROM pg_partition_tree(%s)", [table, table]).fetchone()[0]
+                    for table in ("telemetry_toolcall", "telemetry_toolhourly")]
             tasks = task_times(logs / "worker.log")
         broker = redis.Redis.from_url(BROKER)
         for name in broker.scan_iter(f"*{queue}*"):  # the queue and kombu's bindings of it

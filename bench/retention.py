@@ -39,6 +39,12 @@ import psycopg
 from _stack import REPO, create_key, gunicorn, manage, percentile, scratch_database, stack_env
 
 LONG_QUERY = "SELECT count(*), sum(length(output)) FROM telemetry_toolcall, pg_sleep(5)"
+# What processing keeps on each session: the day its last turn or call expires.
+SESSION_EXPIRY_SQL = """
+UPDATE telemetry_session AS s SET expires_on = t.last
+FROM (SELECT session_id, max(expires_on) AS last FROM telemetry_turn GROUP BY session_id) AS t
+WHERE t.session_id = s.id
+"""
 
 
 class Ingest(threading.Thread):
@@ -152,6 +158,7 @@ def main() -> None:
         dashboard_pages.seed(database_url, args)
         with psycopg.connect(database_url, autocommit=True) as conn:
             conn.execute("UPDATE telemetry_project SET retention_days = %s", [args.days])
+            conn.execute(SESSION_EXPIRY_SQL)
             calls = conn.execute("SELECT count(*) FROM telemetry_toolcall").fetchone()[0]
             size = conn.execute("SELECT pg_size_pretty(sum(pg_total_relation_size(oid))) FROM pg_class "
                                 "WHERE relname ~ '^telemetry_(toolcall|turn|artifact|ingestbatch)_p'").fetchone()[0]

@@ -61,18 +61,20 @@ class Partition:
     bytes: int
 
 
-def partitions_list(table: str | None = None) -> list[Partition]:
+def partitions_list(table: str | None = None, *, sizes: bool = True) -> list[Partition]:
     """The day partitions of one partitioned table, or of all, oldest first. Found by name, so a
-    day detached and not yet dropped (a worker killed in between) is still listed, and dropped."""
+    day detached and not yet dropped (a worker killed in between) is still listed, and dropped.
+    `sizes=False` skips asking each one's size on disk (0 then), a third of a second at 400."""
     tables = [table] if table else [model._meta.db_table for model in partitioned_models()]
     found = []
+    size = "pg_total_relation_size(oid)" if sizes else "0"
     with connection.cursor() as cursor:
         cursor.execute(
-            """
-            SELECT relname, reltuples::bigint, pg_total_relation_size(oid) FROM pg_class
+            f"""
+            SELECT relname, reltuples::bigint, {size} FROM pg_class
             WHERE relkind = 'r' AND relnamespace = current_schema()::regnamespace
-              AND relname ~ ('^(' || array_to_string(%s::text[], '|') || ')_p[0-9]{8}$')
-            """,
+              AND relname ~ ('^(' || array_to_string(%s::text[], '|') || ')_p[0-9]{{8}}$')
+            """,  # noqa: S608 -- `size` is one of two constants
             [tables],
         )
         for name, rows, size in cursor.fetchall():

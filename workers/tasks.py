@@ -139,11 +139,8 @@ def rollup_dirty() -> int:
 
 
 @shared_task(name="workers.retention_maintain", ignore_result=True, acks_late=True)
-def retention_maintain() -> dict[str, Any]:
+def retention_maintain() -> dict[str, int]:
     """Make the days ahead and drop the expired ones (beat, hourly; services/retention.py)."""
-    report = retention_run()
-    summary = {"partitions_made": report.partitions_made, "partitions_dropped": len(report.partitions_dropped),
-               "raw_rows_deleted": report.raw_rows_deleted, "sessions_deleted": report.sessions_deleted,
-               "rollup_rows_deleted": report.rollup_rows_deleted}
+    summary = retention_run().summary()
     logger.info("retention: %s", summary)
     return summary

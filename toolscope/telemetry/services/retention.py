@@ -57,6 +57,12 @@ class RetentionReport:
     quarantined_deleted: int = 0
     rollup_rows_deleted: int = 0
 
+    def summary(self) -> dict[str, int]:
+        """The counts, for a log line or a task's result."""
+        return {"partitions_made": self.partitions_made, "partitions_dropped": len(self.partitions_dropped),
+                "raw_rows_deleted": self.raw_rows_deleted, "sessions_deleted": self.sessions_deleted,
+                "quarantined_deleted": self.quarantined_deleted, "rollup_rows_deleted": self.rollup_rows_deleted}
+
 
 def longest_retention() -> int:
     return Project.objects.aggregate(longest=Max("retention_days"))["longest"] or DEFAULT_RETENTION_DAYS

@@ -229,6 +229,9 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=1, help="worker pool processes (the target is for 1)")
     parser.add_argument("--py-spy", default="", help="path to a py-spy binary: sample the worker while it runs")
     parser.add_argument("--timeout", type=float, default=600)
+    parser.add_argument("--retention", type=int, default=0,
+                        help="raw data days the project keeps (0: the default); on PostgreSQL each day is a "
+                             "partition per table, so this sets how many partitions the worker's queries meet")
     args = parser.parse_args()
 
     rng = random.Random(11)
@@ -246,6 +249,12 @@ def main() -> None:
         manage(env, "migrate", "-v0")
         key = create_key(env)
         policy_setup(env)
+        if args.retention:
+            manage(env, "shell", "-c", (
+                "from toolscope.telemetry.models import Project;"
+                "from toolscope.telemetry.services.retention import partitions_ensure;"
+                f"Project.objects.filter(slug='bench').update(retention_days={args.retention});"
+                f"partitions_ensure(retention_days={args.retention})"))
 
         # 1. Store the batches through the API; nobody consumes the queue yet.
         planted_duplicates = 0

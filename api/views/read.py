@@ -176,8 +176,8 @@ class SessionView(APIView):
         session = selectors.session_get(project_id=request.auth.project_id, client_id=client_id)
         if session is None:
             raise exceptions.NotFound("No session with that id in this project.")
-        turns = selectors.session_turns(session_id=session.pk)
-        calls = selectors.session_calls(session_id=session.pk)
+        turns = selectors.session_turns(session=session)
+        calls = selectors.session_calls(session=session)
         event_ids = {call["id"]: call["client_id"] for call in calls}
         missing = {call["duplicate_of_id"] for call in calls} - event_ids.keys() - {None}
         event_ids.update(ToolCall.objects.filter(pk__in=missing).values_list("pk", "client_id"))

@@ -10,6 +10,8 @@ from django.db.models import Q
 from django.db.models.fields.json import KT
 
 from toolscope.telemetry.models import Session, ToolCall, Turn
+from toolscope.telemetry.retention import days_of, days_within
+from toolscope.telemetry.selectors import call_values
 
 PAGE_SIZE = 50
 SESSION_COLUMNS = ("id", "client_id", "agent_name", "model", "started_at", "ended_at", "turn_count",
@@ -92,10 +94,11 @@ TURN_COLUMNS = ("id", "index", "model", "started_at", "time_known", "task_messag
                 "advertised_set__tool_count")
 
 
-def session_turns(*, session_id: int) -> list[dict[str, Any]]:
+def session_turns(*, session: Session) -> list[dict[str, Any]]:
     """The session's turns in order, with their budget and, where the provider reported input,
-    the tokens no component explains: one query."""
-    turns = list(Turn.objects.filter(session_id=session_id).order_by("index").values(*TURN_COLUMNS))
+    the tokens no component explains: one query, in the session's day partitions."""
+    turns = list(Turn.objects.filter(days_within(days_of([session])), session_id=session.pk)
+                 .order_by("index").values(*TURN_COLUMNS))
     for turn in turns:
         reported, estimated = turn["input_tokens"], turn["estimated_input_tokens"]
         turn["unattributed_tokens"] = None if reported is None or estimated is None else reported - estimated
@@ -110,11 +113,11 @@ CALL_COLUMNS = ("id", "turn_index", "client_id", "call_id", "tool_name", "argume
                 "artifact__content_id")
 
 
-def session_calls(*, session_id: int) -> list[dict[str, Any]]:
-    """The session's tool calls in order, with their compaction artifacts: one query."""
-    return list(
-        ToolCall.objects.filter(session_id=session_id).order_by("started_at", "id").values(*CALL_COLUMNS)
-    )
+def session_calls(*, session: Session) -> list[dict[str, Any]]:
+    """The session's tool calls in order, with their compaction artifacts: one query, in the
+    session's day partitions."""
+    return call_values(ToolCall.objects.filter(session_id=session.pk).order_by("started_at", "id"), CALL_COLUMNS,
+                       days_of([session]))
 
 
 def session_transcript(*, turns: list[dict[str, Any]], calls: list[dict[str, Any]],

@@ -55,8 +55,8 @@ def _session_or_404(access: ProjectAccess, client_id: str) -> Session:
 
 
 def _transcript(session: Session) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
-    turns = selectors.session_turns(session_id=session.pk)
-    calls = selectors.session_calls(session_id=session.pk)
+    turns = selectors.session_turns(session=session)
+    calls = selectors.session_calls(session=session)
     return turns, calls, selectors.session_transcript(turns=turns, calls=calls, started_at=session.started_at)
 
 
@@ -83,13 +83,13 @@ def session_detail(request: HttpRequest, access: ProjectAccess, client_id: str) 
 @project_view()
 def session_turns_csv(request: HttpRequest, access: ProjectAccess, client_id: str) -> HttpResponse:
     session = _session_or_404(access, client_id)
-    turns = selectors.session_turns(session_id=session.pk)
+    turns = selectors.session_turns(session=session)
     return csv_response(csv_name(access, f"session-{client_id}-turns"), TURN_COLUMNS, csv_rows(turns, TURN_COLUMNS))
 
 
 @project_view()
 def session_calls_csv(request: HttpRequest, access: ProjectAccess, client_id: str) -> HttpResponse:
     session = _session_or_404(access, client_id)
-    calls = selectors.session_calls(session_id=session.pk)
+    calls = selectors.session_calls(session=session)
     selectors.session_transcript(turns=[], calls=calls, started_at=session.started_at)  # sets offset_s
     return csv_response(csv_name(access, f"session-{client_id}-calls"), CALL_COLUMNS, csv_rows(calls, CALL_COLUMNS))

@@ -65,7 +65,7 @@ def test_every_demo_turn_the_provider_reported_adds_up_to_its_bill(viewer_client
 
     checked = 0
     for session in demo.sessions.all():
-        for turn in session_turns(session_id=session.pk):
+        for turn in session_turns(session=session):
             if turn["input_tokens"] is None:
                 continue
             parts = sum(turn[key] or 0 for key, _ in COMPONENTS)

@@ -38,7 +38,7 @@ def _arguments(name, activity, member):
         "tool_versions": {"tool_id": selectors.tool_get(**tool).pk}, "tool_search_texts": tool,
         "session_list": window, "session_export": window, "session_facets": window,
         "session_get": {"project_id": project.pk, "client_id": session.client_id},
-        "session_turns": {"session_id": session.pk}, "session_calls": {"session_id": session.pk},
+        "session_turns": {"session": session}, "session_calls": {"session": session},
         "api_key_list": {"project_id": project.pk}, "api_key_get": {"project_id": project.pk, "key_id": 1},
     }[name]
 

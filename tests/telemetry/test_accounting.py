@@ -195,7 +195,7 @@ def test_a_bill_of_exactly_what_the_agent_sent_leaves_nothing_unattributed(proje
     outcome = ingest_events(api_key=make_key(project).api_key, raw_events=events)
     batch_process(batch_id=outcome.batch_id)
     session = project.sessions.get()
-    turns = session_turns(session_id=session.pk)
+    turns = session_turns(session=session)
     assert [t["unattributed_tokens"] for t in turns] == [0, 0, 0]
     for t in turns:
         assert sum(t[key] or 0 for key, _ in COMPONENTS) + t["unattributed_tokens"] == t["input_tokens"]

@@ -143,6 +143,10 @@ class Session(models.Model):
     # The day its last turn or call expires (or its own start's, with none): retention deletes the
     # session the day after, when nothing of it is left (services/retention.py). Kept by processing.
     expires_on = models.DateField(null=True, blank=True, editable=False)
+    # The day its first turn or call expires (its start's, with none). With expires_on, the day
+    # partitions its rows lie in, so queries of them look in those alone (retention.py: days_within).
+    # None: not known (a session processing has not seen since this was added).
+    first_expires_on = models.DateField(null=True, blank=True, editable=False)
 
     class Meta:
         constraints = [
@@ -242,6 +246,7 @@ class Turn(models.Model):
         # Processing inserts in bulk with the day set; this covers rows made one by one (admin, tests).
         expires_set(self, self.started_at)
         super().save(*args, **kwargs)
+        session_days_widen(self)
 
 
 class ToolCallStatus(models.TextChoices):
@@ -327,6 +332,7 @@ class ToolCall(models.Model):
     def save(self, *args: Any, **kwargs: Any) -> None:
         expires_set(self, self.started_at)
         super().save(*args, **kwargs)
+        session_days_widen(self)
 
 
 class Artifact(models.Model):
@@ -539,6 +545,14 @@ class QuarantinedEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.event_type} {self.client_id}"
+
+
+def session_days_widen(row: Turn | ToolCall) -> None:
+    """Keep a turn or call saved one by one within its session's days (Session.first_expires_on,
+    expires_on); processing keeps them for the rows it inserts in bulk."""
+    day = models.Value(row.expires_on)
+    Session.objects.filter(pk=row.session_id, expires_on__lt=row.expires_on).update(expires_on=day)
+    Session.objects.filter(pk=row.session_id, first_expires_on__gt=row.expires_on).update(first_expires_on=day)
 
 
 def expires_set(row: Turn | ToolCall | Artifact | IngestBatch, moment: Any) -> None:

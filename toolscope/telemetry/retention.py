@@ -14,8 +14,11 @@ the future expires as if it happened today, so every row falls in a partition th
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import UTC, date, datetime, timedelta
+from typing import Any
 
+from django.db.models import Q
 from django.utils import timezone
 
 DEFAULT_RETENTION_DAYS = 30
@@ -45,3 +48,27 @@ def migration_expiry() -> date:
     """The day rows stored before retention existed expire on (migration 0016): the default
     retention from the upgrade on."""
     return today() + timedelta(days=DEFAULT_RETENTION_DAYS)
+
+
+Days = tuple[date, date]
+
+
+def days_of(sessions: Iterable[Any], *, more: Iterable[date] = ()) -> Days | None:
+    """The first and last expiry day of the rows of `sessions` (Session.first_expires_on and
+    expires_on) and of `more` days (rows about to be stored): the day partitions where all of them
+    lie. None when a session's days are not known: then every day may hold its rows."""
+    days = list(more)
+    for session in sessions:
+        if session.first_expires_on is None or session.expires_on is None:
+            return None
+        days += [session.first_expires_on, session.expires_on]
+    if not days:
+        return None
+    return min(days), max(days)
+
+
+def days_within(days: Days | None) -> Q:
+    """A filter keeping a query of partitioned rows to `days`, so that PostgreSQL plans and probes
+    those day partitions alone rather than every one (a few milliseconds each at 400); no filter
+    when they are not known."""
+    return Q() if days is None else Q(expires_on__range=days)

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
+from collections.abc import Sequence
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 from uuid import UUID
 
 from django.db import connection
+from django.db.models import FilteredRelation, Q, QuerySet
 from toolscope_agent.engine.compaction import ARTIFACT_ID_LENGTH
 
 from toolscope.telemetry import sketches
@@ -18,11 +20,27 @@ from toolscope.telemetry.models import (
     IngestBatch,
     Project,
     QuarantinedEvent,
+    ToolCall,
     ToolDaily,
     ToolHourly,
 )
+from toolscope.telemetry.retention import Days, days_within
 
 CONTENT_ID = re.compile(f"[0-9a-f]{{{ARTIFACT_ID_LENGTH}}}")
+ARTIFACT = "artifact__"
+
+
+def call_values(calls: QuerySet[ToolCall], fields: Sequence[str], days: Days | None) -> list[dict[str, Any]]:
+    """`fields` of `calls` as dicts (`artifact__*`: their artifact's), in the day partitions
+    `days` (retention.py: days_within). An artifact has its call's day, so it is joined within
+    the same days: neither table is looked up in the others."""
+    calls = calls.filter(days_within(days))
+    if days is None or not any(name.startswith(ARTIFACT) for name in fields):
+        return list(calls.values(*fields))
+    names = {name: name.replace(ARTIFACT, "day_artifact__", 1) if name.startswith(ARTIFACT) else name
+             for name in fields}
+    joined = calls.annotate(day_artifact=FilteredRelation("artifact", condition=Q(artifact__expires_on__range=days)))
+    return [{name: row[names[name]] for name in fields} for row in joined.values(*names.values())]
 
 
 def artifact_get(*, project: Project, artifact_id: str) -> Artifact | None:

@@ -24,7 +24,8 @@ from toolscope_agent.engine.duplicates import placeholder_text
 from toolscope.policies.models import ToolVersion
 from toolscope.policies.services.documents import policy_outputs_for_processing
 from toolscope.telemetry.models import AdvertisedSet, Artifact, Project, Session, ToolCall, Turn
-from toolscope.telemetry.retention import expiry_day
+from toolscope.telemetry.retention import Days, days_of, days_within, expiry_day
+from toolscope.telemetry.selectors import call_values
 from toolscope.telemetry.services.bulk import rows_insert, rows_update
 from toolscope.telemetry.services.hourly_deltas import CALL_VALUES, HourlyDelta
 from toolscope.telemetry.services.quarantine import failure_reason
@@ -87,13 +88,14 @@ class CallState:
 
 def sessions_account(
     *, project: Project, session_starts: Mapping[int, datetime | None], new_turns: Sequence[dict[str, Any]] = (),
-    new_calls: Sequence[dict[str, Any]] = (),
+    new_calls: Sequence[dict[str, Any]] = (), stored_days: Days | None = None,
 ) -> None:
     """Account the sessions (`session_starts`: their ids, and when each started before this batch,
     None for a new one): their stored turns and calls, and `new_turns` and `new_calls` (rows of
     Turn and ToolCall fields not stored yet, ids drawn), which are inserted here with their
     budgets and links, so a batch's rows are written once instead of inserted and then updated.
-    What all this changed is added to the hourly rollups (hourly_deltas.py).
+    What all this changed is added to the hourly rollups (hourly_deltas.py). `stored_days`: the
+    expiry days the sessions' stored rows lie in (retention.days_of), None if not known.
 
     The caller holds the sessions' row locks: two batches of one session never account it at once."""
     session_ids = sorted(session_starts)
@@ -101,31 +103,36 @@ def sessions_account(
         return
     outputs = policy_outputs_for_processing(project=project)
     suppress = bool(outputs.get("duplicates", {}).get("suppress", True))
-    stored = ToolCall.objects.filter(session_id__in=session_ids).values(*CALL_FIELDS)
+    # The partitions to look in: the stored rows' days and the new rows'.
+    days = stored_days and days_of((), more=[*stored_days, *(row["expires_on"] for row in [*new_turns, *new_calls])])
+    stored = call_values(ToolCall.objects.filter(session_id__in=session_ids), CALL_FIELDS, days)
     calls = sorted([CallState(row) for row in stored] + [CallState.fresh(row) for row in new_calls],
                    key=lambda call: call.sort_key)
     delta = HourlyDelta(project.pk)
     _duplicates_link(calls, project)
-    _compaction_apply(calls, project, rules_from_policy(outputs), skip_duplicates=suppress)
-    _calls_save(calls)
+    _compaction_apply(calls, project, rules_from_policy(outputs), skip_duplicates=suppress, days=days)
+    _calls_save(calls, days)
     _calls_delta(delta, calls)
     fresh_turns = {row["id"]: {**row} for row in new_turns}
     turns = sorted(
-        [*Turn.objects.filter(session_id__in=session_ids).values(*TURN_FIELDS),
+        [*Turn.objects.filter(days_within(days), session_id__in=session_ids).values(*TURN_FIELDS),
          *({name: row.get(name) for name in TURN_FIELDS} for row in fresh_turns.values())],
         key=lambda turn: (turn["session_id"], turn["index"]),
     )
     _advertised_sets_price(project, {t["advertised_set_id"] for t in turns if t["advertised_set_id"]})
-    budgets = _budgets_save(project, turns, calls, fresh_turns, delta, suppress=suppress)
+    budgets = _budgets_save(project, turns, calls, fresh_turns, delta, suppress=suppress, days=days)
     if fresh_turns:
-        _calls_link_turns(session_ids)
+        _calls_link_turns(session_ids, days)
         delta.advertised(fresh_turns.values())
     starts = dict(Session.objects.filter(pk__in=session_ids).values_list("pk", "started_at"))
     expiry = {pk: expiry_day(retention_days=project.retention_days, moment=started_at)
               for pk, started_at in starts.items()}
+    first: dict[int, date] = {}
     for row in [*(call.row for call in calls), *turns]:
-        expiry[row["session_id"]] = max(expiry[row["session_id"]], row["expires_on"])
-    _sessions_summarize(session_ids, calls, budgets, expiry)
+        sid = row["session_id"]
+        expiry[sid] = max(expiry[sid], row["expires_on"])
+        first[sid] = min(first.get(sid, row["expires_on"]), row["expires_on"])
+    _sessions_summarize(session_ids, calls, budgets, expiry, first)
     # A session's own hour counts it, even when its turns fall in later hours.
     for pk, started_at in starts.items():
         delta.session(session_starts[pk], started_at)
@@ -180,7 +187,8 @@ def _placeholders_count(calls: list[CallState], project: Project) -> None:
         call.set("placeholder_tokens", tokens[call.get("placeholder")])
 
 
-def _compaction_apply(calls: list[CallState], project: Project, rules: list[Any], *, skip_duplicates: bool) -> None:
+def _compaction_apply(calls: list[CallState], project: Project, rules: list[Any], *, skip_duplicates: bool,
+                      days: Days | None) -> None:
     wanted: dict[int, Any] = {}
     for call in calls:
         if call.row["artifact_id"] or (skip_duplicates and call.get("duplicate_of_id")):
@@ -192,7 +200,8 @@ def _compaction_apply(calls: list[CallState], project: Project, rules: list[Any]
         return
     count = counter(project.encoding)
     outputs = {call.row["id"]: call.new["output"] for call in calls if call.new and call.row["id"] in wanted}
-    outputs.update(ToolCall.objects.filter(pk__in=wanted.keys() - outputs.keys()).values_list("pk", "output"))
+    outputs.update(ToolCall.objects.filter(days_within(days), pk__in=wanted.keys() - outputs.keys())
+                   .values_list("pk", "output"))
     now = timezone.now()
     artifacts = {}
     for call in calls:
@@ -229,7 +238,7 @@ def _insert_new(model: type[Turn | ToolCall], rows: list[dict[str, Any]]) -> Non
         raise BatchConflictError(failure_reason(exc)) from exc
 
 
-def _calls_save(calls: list[CallState]) -> None:
+def _calls_save(calls: list[CallState], days: Days | None) -> None:
     """New calls are inserted whole. For stored ones an update writes every listed field of every
     row, so rows are grouped by which fields changed: a row never gets a column it did not change
     (outputs are not even loaded)."""
@@ -240,7 +249,7 @@ def _calls_save(calls: list[CallState]) -> None:
             names = tuple(sorted(call.changes))
             groups[names].append(ToolCall(pk=call.row["id"], **call.changes))
     for names, rows in groups.items():
-        rows_update(ToolCall, [name.removesuffix("_id") for name in names], rows)
+        rows_update(ToolCall, [name.removesuffix("_id") for name in names], rows, days=days)
 
 
 def _advertised_sets_price(project: Project, set_ids: set[int]) -> None:
@@ -273,7 +282,7 @@ def _effective_tokens(call: CallState, *, suppress: bool) -> int:
 
 def _budgets_save(
     project: Project, turns: list[dict[str, Any]], calls: list[CallState], fresh: dict[int, dict[str, Any]],
-    delta: HourlyDelta, *, suppress: bool,
+    delta: HourlyDelta, *, suppress: bool, days: Days | None,
 ) -> dict[int, list[dict[str, Any]]]:
     """Each turn's budget: new turns (`fresh`, by id) are inserted with theirs, stored ones updated
     where it changed, and either way the rollup delta takes the change. Returned per session for
@@ -315,28 +324,30 @@ def _budgets_save(
             delta.turn(turn, -1)
             delta.turn({**turn, **budget}, +1)
     _insert_new(Turn, list(fresh.values()))
-    rows_update(Turn, BUDGET_FIELDS, changed)
+    rows_update(Turn, BUDGET_FIELDS, changed, days=days)
     return by_session
 
 
-def _calls_link_turns(session_ids: list[int]) -> None:
+def _calls_link_turns(session_ids: list[int], days: Days | None) -> None:
     """Calls stored before their turn arrived get linked to it."""
-    ToolCall.objects.filter(session_id__in=session_ids, turn__isnull=True).update(
+    ToolCall.objects.filter(days_within(days), session_id__in=session_ids, turn__isnull=True).update(
         turn_id=Subquery(
-            Turn.objects.filter(session_id=OuterRef("session_id"), index=OuterRef("turn_index")).values("pk")[:1]
+            Turn.objects.filter(days_within(days), session_id=OuterRef("session_id"), index=OuterRef("turn_index"))
+            .values("pk")[:1]
         )
     )
 
 
 SUMMARY_FIELDS = ("turn_count", "tool_call_count", "error_count", "duplicate_tokens", "max_window_share",
-                  "near_window", "expires_on")
+                  "near_window", "expires_on", "first_expires_on")
 
 
 def _sessions_summarize(
     session_ids: list[int], calls: list[CallState], budgets: dict[int, list[dict[str, Any]]],
-    expiry: dict[int, date],
+    expiry: dict[int, date], first: dict[int, date],
 ) -> None:
-    summaries = {sid: Session(pk=sid, tool_call_count=0, error_count=0, duplicate_tokens=0, expires_on=expiry[sid])
+    summaries = {sid: Session(pk=sid, tool_call_count=0, error_count=0, duplicate_tokens=0, expires_on=expiry[sid],
+                              first_expires_on=first.get(sid, expiry[sid]))
                  for sid in session_ids}
     for call in calls:
         summary = summaries[call.row["session_id"]]

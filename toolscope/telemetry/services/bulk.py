@@ -11,9 +11,14 @@ from typing import Any
 
 from django.db import connection, models
 
+from toolscope.telemetry import partitions
+from toolscope.telemetry.retention import Days
 
-def rows_update(model: type[models.Model], fields: Sequence[str], rows: Sequence[models.Model]) -> None:
-    """Write `fields` of `rows` (instances carrying their pk and the new values)."""
+
+def rows_update(model: type[models.Model], fields: Sequence[str], rows: Sequence[models.Model],
+                days: Days | None = None) -> None:
+    """Write `fields` of `rows` (instances carrying their pk and the new values). `days`: the
+    expiry days the rows lie in, for a partitioned table (retention.py: days_within)."""
     if not rows:
         return
     if connection.vendor != "postgresql":
@@ -33,8 +38,12 @@ def rows_update(model: type[models.Model], fields: Sequence[str], rows: Sequence
     # Table and column names come from the model's metadata, never from input; values are parameters.
     sql = (f'UPDATE "{meta.db_table}" AS t SET {assignments} FROM unnest({unnest}) AS v({aliases}) '  # noqa: S608
            f'WHERE t."{pk.column}" = v."pk"')
+    params: list[Any] = arrays
+    if days is not None:
+        sql += f' AND t."{partitions.KEY}" BETWEEN %s AND %s'
+        params = [*arrays, *days]
     with connection.cursor() as cursor:
-        cursor.execute(sql, arrays)
+        cursor.execute(sql, params)
 
 
 def _array_type(field: Any) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from django.conf import settings
@@ -15,7 +16,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from toolscope.tasks import task_send
-from toolscope.telemetry.models import ApiKey, BatchKind, IngestBatch, Project, ToolCall, Turn
+from toolscope.telemetry.models import ApiKey, BatchKind, IngestBatch, Project, Session, ToolCall, Turn
+from toolscope.telemetry.retention import days_of, days_within, expiry_day
 from toolscope.telemetry.services.events import Rejected, event_validate
 from toolscope.telemetry.services.redact import events_redact
 from toolscope.telemetry.services.retention import with_partitions
@@ -45,15 +47,24 @@ class IngestOutcome:
 
 
 def _known_ids(project: Project, events: list[dict[str, Any]]) -> set[tuple[str, str]]:
-    """(type, id) of turn and tool_call events that already have rows: one query per type."""
+    """(type, id) of turn and tool_call events that already have rows: one query per type, in the
+    day partitions their sessions' rows and their own lie in (one more query: the sessions')."""
     wanted: dict[str, list[str]] = {"turn": [], "tool_call": []}
     for event in events:
         if event["type"] in wanted:
             wanted[event["type"]].append(event["id"])
     known: set[tuple[str, str]] = set()
+    if not any(wanted.values()):
+        return known
+    session_ids = {event["session_id"] for event in events if event["type"] in wanted}
+    today = timezone.now().astimezone(UTC).date()
+    days = days_of(Session.objects.filter(project=project, client_id__in=session_ids).only(
+        "first_expires_on", "expires_on"), more={
+        expiry_day(retention_days=project.retention_days, moment=datetime.fromisoformat(event["timestamp"]), on=today)
+        for event in events if event["type"] in wanted})
     for kind, model in (("turn", Turn), ("tool_call", ToolCall)):
         if wanted[kind]:
-            rows = model.objects.filter(project=project, client_id__in=wanted[kind])
+            rows = model.objects.filter(days_within(days), project=project, client_id__in=wanted[kind])
             known.update((kind, client_id) for client_id in rows.values_list("client_id", flat=True))
     return known
 

@@ -26,7 +26,7 @@ from toolscope_agent.engine.schemas import canonical_json, schema_hash
 from toolscope.policies.services.catalog import catalog_upsert
 from toolscope.telemetry.error_patterns import classify
 from toolscope.telemetry.models import BatchStatus, IngestBatch, Project, Session, ToolCall, Turn
-from toolscope.telemetry.retention import expiry_day
+from toolscope.telemetry.retention import Days, days_of, days_within, expiry_day
 from toolscope.telemetry.services.accounting import BatchConflictError, sessions_account
 from toolscope.telemetry.services.advertised import advertised_sets_resolve
 from toolscope.telemetry.services.bulk import ids_allocate, rows_update
@@ -179,9 +179,15 @@ def events_apply(*, project: Project, events: list[dict[str, Any]]) -> None:
     if definitions:
         catalog_upsert(project=project, definitions=definitions)
     sessions, starts = _sessions_upsert(project, events, by_type["session"])
-    new_turns, turn_ids = _turns_new(project, sessions, by_type["turn"])
-    new_calls = _tool_calls_new(project, sessions, turn_ids, by_type["tool_call"])
-    sessions_account(project=project, session_starts=starts, new_turns=new_turns, new_calls=new_calls)
+    # The day partitions the batch's rows are looked up in: its stored sessions' and its events'.
+    today = timezone.now().astimezone(UTC).date()
+    days = days_of([session for session in sessions.values() if starts[session.pk] is not None], more={
+        expiry_day(retention_days=project.retention_days, moment=_when(event["timestamp"]), on=today)
+        for event in (*by_type["turn"], *by_type["tool_call"])})
+    new_turns, turn_ids = _turns_new(project, sessions, by_type["turn"], days)
+    new_calls = _tool_calls_new(project, sessions, turn_ids, by_type["tool_call"], days)
+    sessions_account(project=project, session_starts=starts, new_turns=new_turns, new_calls=new_calls,
+                     stored_days=days)
 
 
 SESSION_FIELDS = ("agent_name", "model", "metadata", "started_at", "ended_at")
@@ -251,15 +257,17 @@ def _advertised(tool: dict[str, Any]) -> dict[str, str]:
 
 
 def _turns_new(
-    project: Project, sessions: dict[str, Session], events: list[dict[str, Any]]
+    project: Project, sessions: dict[str, Session], events: list[dict[str, Any]], days: Days | None,
 ) -> tuple[list[dict[str, Any]], dict[tuple[int, int], int]]:
     """The rows of the batch's turns not stored yet, ids drawn, for accounting to insert with
     their budgets; and the id of every turn of the batch's sessions by (session id, index).
 
-    A turn whose event id or (session, index) is taken already is skipped, as a re-sent one."""
+    A turn whose event id or (session, index) is taken already is skipped, as a re-sent one (a
+    re-sent one is in its session's days; a taken id elsewhere would conflict only on its own day)."""
     stored = Turn.objects.filter(
+        days_within(days),
         Q(session_id__in=[s.pk for s in sessions.values()])
-        | Q(project=project, client_id__in=[e["id"] for e in events])
+        | Q(project=project, client_id__in=[e["id"] for e in events]),
     ).values_list("pk", "session_id", "index", "client_id")
     turn_ids: dict[tuple[int, int], int] = {}
     taken: set[str] = set()
@@ -328,13 +336,14 @@ def _turn_tokens(project: Project, events: list[dict[str, Any]]) -> tuple[list[i
 
 
 def _tool_calls_new(
-    project: Project, sessions: dict[str, Session], turn_ids: dict[tuple[int, int], int], events: list[dict[str, Any]]
+    project: Project, sessions: dict[str, Session], turn_ids: dict[tuple[int, int], int], events: list[dict[str, Any]],
+    days: Days | None,
 ) -> list[dict[str, Any]]:
     """The rows of the batch's tool calls not stored yet (an event sent twice is stored once), with
     their ids drawn already and their tokens counted; accounting links and inserts them."""
     if not events:
         return []
-    stored = set(ToolCall.objects.filter(project=project, client_id__in=[e["id"] for e in events])
+    stored = set(ToolCall.objects.filter(days_within(days), project=project, client_id__in=[e["id"] for e in events])
                  .values_list("client_id", flat=True))
     fresh: dict[str, dict[str, Any]] = {}
     for event in events:

@@ -39,10 +39,10 @@ import psycopg
 from _stack import REPO, create_key, gunicorn, manage, percentile, scratch_database, stack_env
 
 LONG_QUERY = "SELECT count(*), sum(length(output)) FROM telemetry_toolcall, pg_sleep(5)"
-# What processing keeps on each session: the day its last turn or call expires.
+# What processing keeps on each session: the days its first and last turn or call expire.
 SESSION_EXPIRY_SQL = """
-UPDATE telemetry_session AS s SET expires_on = t.last
-FROM (SELECT session_id, max(expires_on) AS last FROM telemetry_turn GROUP BY session_id) AS t
+UPDATE telemetry_session AS s SET first_expires_on = t.first, expires_on = t.last
+FROM (SELECT session_id, min(expires_on) AS first, max(expires_on) AS last FROM telemetry_turn GROUP BY session_id) AS t
 WHERE t.session_id = s.id
 """
 

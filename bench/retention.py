@@ -7,10 +7,10 @@ days, so each day of history is one day partition per table). Then, with the rea
 (gunicorn, 2 workers) taking POST /api/v1/ingest (`--rate` requests/s of 20 events) throughout:
 
 1. **ours**: the oldest day expired as beat does it (`retention_expire`: DETACH PARTITION
-   CONCURRENTLY, then DROP TABLE, per table; then the sessions left without rows), first alone,
-   then the next day while a 5 s report query over the tool calls is running (what a heavy
-   dashboard or CSV export does);
-2. **naive peer**: the third day dropped with a plain `DROP TABLE` of its partitions under the same
+   CONCURRENTLY, then DROP TABLE, per table; then the sessions left without rows), alone (the
+   first day, partly filled, then the second, a full one), then the third day while a 5 s report
+   query over the tool calls is running (what a heavy dashboard or CSV export does);
+2. **naive peer**: the fourth day dropped with a plain `DROP TABLE` of its partitions under the same
    5 s query: it queues behind the query and every insert into the table queues behind it;
 3. the dashboard's pages rendered on the remaining history (bench/dashboard_pages.py's pages,
    in-process, against the target of p50 < 300 ms).
@@ -178,9 +178,10 @@ def main() -> None:
             time.sleep(10)
             calm = time.monotonic()
             print(f"\ningest before (10 s): {ingest.window(calm - 9, calm)}")
-            expire_ours(database_url, ingest, days[0], reader=False)
-            expire_ours(database_url, ingest, days[1], reader=True)
-            expire_naive(database_url, ingest, days[2])
+            expire_ours(database_url, ingest, days[0], reader=False)  # the first day: partly filled
+            expire_ours(database_url, ingest, days[1], reader=False)  # a full day
+            expire_ours(database_url, ingest, days[2], reader=True)
+            expire_naive(database_url, ingest, days[3])
             ingest.stop.set()
             ingest.join()
         from django.db import connections

@@ -6,7 +6,7 @@ import logging
 import random
 import socket
 import traceback
-from datetime import timedelta
+from datetime import date, timedelta
 from typing import Any
 
 from celery import shared_task
@@ -91,17 +91,20 @@ class BatchAttemptFailed(Exception):
     max_retries=MAX_ATTEMPTS,
     ignore_result=True,
 )
-def process_batch(self, batch_id: int) -> bool:
+def process_batch(self, batch_id: int, day: str | None = None) -> bool:
+    # `day`: the batch's expires_on, the one day partition it lies in (None in messages sent
+    # before it was added: every day is looked in).
+    on = date.fromisoformat(day) if day else None
     try:
-        result = batch_process(batch_id=batch_id, passthrough=(SoftTimeLimitExceeded,))
+        result = batch_process(batch_id=batch_id, day=on, passthrough=(SoftTimeLimitExceeded,))
     except TRANSIENT_ERRORS:
         raise
     except Exception as exc:
         # A time limit, or a failure outside any one event (events that fail are quarantined and
         # never get here). The retry goes alone, without the batches merged into this attempt.
-        final = batch_attempts(batch_id=batch_id) >= MAX_ATTEMPTS
+        final = batch_attempts(batch_id=batch_id, day=on) >= MAX_ATTEMPTS
         reason = failure_reason(exc)
-        batch_mark_failed(batch_id=batch_id, error=reason, final=final)
+        batch_mark_failed(batch_id=batch_id, day=on, error=reason, final=final)
         # The stack, not the message: a database error's message can quote the batch's values.
         logger.error("batch %s failed (final: %s): %s\n%s", batch_id, final, reason,
                      "".join(traceback.format_tb(exc.__traceback__)))
@@ -113,7 +116,7 @@ def process_batch(self, batch_id: int) -> bool:
         # Another worker holds the project: come back soon, without counting an attempt. The
         # message waits in this worker's memory, not in a pool process.
         queue = (self.request.delivery_info or {}).get("routing_key") or settings.INGEST_QUEUE
-        process_batch.apply_async((batch_id,), queue=queue, countdown=random.uniform(0.5, 1.5))
+        process_batch.apply_async((batch_id, day), queue=queue, countdown=random.uniform(0.5, 1.5))
         return False
     return bool(result)
 

@@ -1,11 +1,12 @@
 """A session's rows are looked up in its own day partitions (issue 17, item 1).
 
 Each session keeps the first and last day its turns and calls expire (first_expires_on,
-expires_on). Processing, the session page and the read API filter on those days, so PostgreSQL
-plans and probes the few day partitions holding the session rather than all of them (one per
-day of retention and table). The days must always cover every row: proven here on a session
-whose events span ten days and arrive in three batches out of order, with a re-sent batch, a
-duplicate across days and a call stored before its turn."""
+expires_on). Processing, the session page and the read API filter on those days, and a batch's
+task message carries its own day, so PostgreSQL plans, locks and probes the few day partitions
+holding them rather than all of them (one per day of retention and table: at 400 days a batch
+touching every one ran out of lock slots, "out of shared memory"). The days must always cover
+every row: proven here on a session whose events span ten days and arrive in three batches out
+of order, with a re-sent batch, a duplicate across days and a call stored before its turn."""
 
 from __future__ import annotations
 
@@ -20,20 +21,31 @@ from django.urls import reverse
 from django.utils import timezone
 
 from tests.factories import make_key, make_member, make_user
-from toolscope.telemetry.models import Session, ToolCall, Turn
+from toolscope.telemetry.models import IngestBatch, Session, ToolCall, Turn
 from toolscope.telemetry.retention import expiry_day
 from toolscope.telemetry.services.ingest import ingest_events
-from toolscope.telemetry.services.processing import batch_process
+from workers import tasks
 
 postgres_only = pytest.mark.skipif("connection.vendor != 'postgresql'")
-PARTITION = re.compile(r"\b(telemetry_(?:toolcall|turn|artifact)_p(\d{8}))\b")
+PARTITION = re.compile(r"\b(telemetry_(?:toolcall|turn|artifact|ingestbatch)_p(\d{8}))\b")
+PARTITIONED = re.compile(r'\b(FROM|UPDATE) "telemetry_(toolcall|turn|artifact|ingestbatch)"')
 OUTPUT = "collected 12 items\n" + "tests/test_parser.py ....F\n" * 40
 
 
-def send(project, events):
+def ingest(project, events) -> tuple[int, str]:
+    """The batch's id and day (its expires_on), as the task message carries them."""
     outcome = ingest_events(api_key=make_key(project).api_key, raw_events=events)
     assert outcome.counts["rejected"] == 0, outcome.results
-    batch_process(batch_id=outcome.batch_id)
+    return outcome.batch_id, IngestBatch.objects.get(pk=outcome.batch_id).expires_on.isoformat()
+
+
+def process(batch):
+    """As a worker does."""
+    assert tasks.process_batch.apply(args=batch, throw=True).result is True
+
+
+def send(project, events):
+    process(ingest(project, events))
     return events
 
 
@@ -83,18 +95,20 @@ def test_processing_keeps_the_sessions_days_and_looks_in_them_alone(project):
                 expiry_day(retention_days=project.retention_days, moment=timezone.now() - timedelta(days=3)))
     assert (session.first_expires_on, session.expires_on) == expected
 
+    batch = ingest(project, third)
     with CaptureQueriesContext(connection) as queries:
-        send(project, third)
+        process(batch)
     session.refresh_from_db()
     first_day, last_day = session.first_expires_on, session.expires_on
     assert first_day == expected[0]
     assert last_day == expiry_day(retention_days=project.retention_days, moment=timezone.now())
     looked_in = set()
     for query in queries.captured_queries:
-        sql = query["sql"]
-        if re.search(r'\b(FROM|UPDATE) "telemetry_(toolcall|turn)"', sql) and not sql.startswith(("INSERT", "COPY")):
-            looked_in |= partitions_planned(sql)
-    assert looked_in, "processing read stored turns and calls"
+        if PARTITIONED.search(query["sql"]) and not query["sql"].startswith(("INSERT", "COPY")):
+            looked_in |= partitions_planned(query["sql"])
+    assert {name.split("_p")[0] for name in looked_in} == {
+        "telemetry_toolcall", "telemetry_turn", "telemetry_artifact", "telemetry_ingestbatch"}
+    # The batch's own day (today plus the retention) is the last of the session's days.
     assert days_of_partitions(looked_in) <= between(first_day, last_day)
     # Every partition the tables have is many more: 38 days at the default retention.
     assert len(between(first_day, last_day)) < 38
@@ -158,3 +172,14 @@ def test_a_row_saved_one_by_one_widens_its_sessions_days(project):
                                       tool_name="bash", started_at=timezone.now() - timedelta(days=20))
     session.refresh_from_db()
     assert session.first_expires_on == earlier.expires_on
+
+
+@pytest.mark.django_db
+def test_a_task_message_without_the_batchs_day_still_processes_it(project):
+    """Messages queued before the day was added to them carry the batch id alone."""
+    outcome = ingest_events(api_key=make_key(project).api_key, raw_events=[
+        {"type": "session", "id": "old", "timestamp": timezone.now().isoformat()},
+        turn("old", 0, timezone.now())])
+    assert tasks.process_batch.apply(args=(outcome.batch_id,), throw=True).result is True
+    assert IngestBatch.objects.get(pk=outcome.batch_id).status == "done"
+    assert Turn.objects.filter(session__client_id="old").count() == 1

@@ -27,8 +27,13 @@ def make_batch(project, payload=GOOD, **fields) -> IngestBatch:
 @pytest.fixture
 def enqueued(monkeypatch):
     sent = []
-    monkeypatch.setattr("toolscope.telemetry.services.batches.batch_enqueue",
-                        lambda *, batch_id: sent.append(batch_id))
+
+    def enqueue(*, batch_id, day):
+        # The message carries the batch's day: the worker looks it up in that partition alone.
+        assert day == IngestBatch.objects.get(pk=batch_id).expires_on
+        sent.append(batch_id)
+
+    monkeypatch.setattr("toolscope.telemetry.services.batches.batch_enqueue", enqueue)
     return sent
 
 
@@ -142,7 +147,8 @@ def test_quarantined_events_are_listed_counted_and_retried_from_the_admin(
     # The cause is fixed (here: the event is repaired as a deploy's new code would read it).
     QuarantinedEvent.objects.filter(pk=quarantined.pk).update(event={**BROKEN["events"][0], "index": 0})
     sent = []
-    monkeypatch.setattr("toolscope.telemetry.services.ingest.batch_enqueue", lambda *, batch_id: sent.append(batch_id))
+    monkeypatch.setattr("toolscope.telemetry.services.ingest.batch_enqueue",
+                        lambda *, batch_id, day: sent.append(batch_id))
     with django_capture_on_commit_callbacks(execute=True):
         response = client.post(admin_url(QuarantinedEvent, "changelist"),
                                {"action": "retry_events", "_selected_action": [quarantined.pk]}, follow=True)

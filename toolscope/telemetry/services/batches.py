@@ -25,10 +25,11 @@ def batches_sweep(*, pending_after: timedelta, processing_after: timedelta, limi
     stale = IngestBatch.objects.filter(
         Q(status=BatchStatus.PENDING, received_at__lt=now - pending_after)
         | Q(status=BatchStatus.PROCESSING, started_at__lt=now - processing_after)
-    ).order_by("received_at").values_list("pk", flat=True)[:limit]
-    batch_ids = list(stale)
-    for batch_id in batch_ids:
-        batch_enqueue(batch_id=batch_id)
+    ).order_by("received_at").values_list("pk", "expires_on")[:limit]
+    batch_ids = []
+    for batch_id, day in stale:
+        batch_enqueue(batch_id=batch_id, day=day)
+        batch_ids.append(batch_id)
     if batch_ids:
         logger.info("sweeper re-enqueued %d batches", len(batch_ids))
     return batch_ids
@@ -37,14 +38,15 @@ def batches_sweep(*, pending_after: timedelta, processing_after: timedelta, limi
 def batches_retry(*, batch_ids: list[int]) -> int:
     """An operator's retry of failed batches: back to pending with fresh attempts."""
     with transaction.atomic():
-        retried = list(
-            IngestBatch.objects.filter(pk__in=batch_ids, status=BatchStatus.FAILED).values_list("pk", flat=True)
+        retried = dict(
+            IngestBatch.objects.filter(pk__in=batch_ids, status=BatchStatus.FAILED).values_list("pk", "expires_on")
         )
         IngestBatch.objects.filter(pk__in=retried).update(
             status=BatchStatus.PENDING, attempts=0, error="", started_at=None, finished_at=None
         )
-        for batch_id in retried:
-            transaction.on_commit(lambda batch_id=batch_id: batch_enqueue(batch_id=batch_id), robust=True)
+        for batch_id, day in retried.items():
+            transaction.on_commit(lambda batch_id=batch_id, day=day: batch_enqueue(batch_id=batch_id, day=day),
+                                  robust=True)
     return len(retried)
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from typing import Any
 
 from django.conf import settings
@@ -120,7 +120,7 @@ def batch_store(*, project: Project, api_key: ApiKey | None, events: list[dict[s
         batch = IngestBatch.objects.create(
             project=project, api_key=api_key, kind=kind, payload={"events": events}, event_count=len(events)
         )
-        transaction.on_commit(lambda: batch_enqueue(batch_id=batch.pk), robust=True)
+        transaction.on_commit(lambda: batch_enqueue(batch_id=batch.pk, day=batch.expires_on), robust=True)
         return batch
 
     # Its own transaction (a savepoint only inside a caller's): a missing day is made and the
@@ -128,10 +128,11 @@ def batch_store(*, project: Project, api_key: ApiKey | None, events: list[dict[s
     return with_partitions(store).pk
 
 
-def batch_enqueue(*, batch_id: int) -> None:
-    """Ask a worker to process the batch. A broker outage is logged, not raised: the batch is
-    committed and pending, and the sweeper enqueues it again once the broker is back."""
+def batch_enqueue(*, batch_id: int, day: date | None) -> None:
+    """Ask a worker to process the batch (`day`: its expires_on, so the worker looks it up in that
+    day partition alone). A broker outage is logged, not raised: the batch is committed and
+    pending, and the sweeper enqueues it again once the broker is back."""
     try:
-        task_send(PROCESS_TASK, batch_id, queue=settings.INGEST_QUEUE)
+        task_send(PROCESS_TASK, batch_id, day.isoformat() if day else None, queue=settings.INGEST_QUEUE)
     except Exception:
         logger.warning("could not enqueue batch %s; the sweeper will retry", batch_id, exc_info=True)

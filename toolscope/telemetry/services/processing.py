@@ -14,11 +14,11 @@ import math
 from collections import defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from typing import Any
 
 from django.db import IntegrityError, InterfaceError, OperationalError, connection, transaction
-from django.db.models import F, Q
+from django.db.models import F, Q, QuerySet
 from django.utils import timezone
 from toolscope_agent.engine.duplicates import normalize_output, normalized_fingerprint
 from toolscope_agent.engine.schemas import canonical_json, schema_hash
@@ -57,37 +57,39 @@ class BatchResult(enum.Enum):
         return self is BatchResult.DONE
 
 
-def batch_process(*, batch_id: int, passthrough: tuple[type[BaseException], ...] = ()) -> BatchResult:
+def _batch(batch_id: int, day: date | None) -> QuerySet[IngestBatch]:
+    """The batch by id, in its day partition when the day is known (the task message carries it)."""
+    return IngestBatch.objects.filter(pk=batch_id, **({"expires_on": day} if day else {}))
+
+
+def batch_process(
+    *, batch_id: int, day: date | None = None, passthrough: tuple[type[BaseException], ...] = (),
+) -> BatchResult:
     """Process the batch if it still needs it. Events the workers cannot store are quarantined
     with their reason and the rest commit (services/quarantine.py); exceptions that are not an
     event's fault (the database blinking, `passthrough`: a time limit) fail the attempt.
 
     A project is processed by one worker at a time (PostgreSQL): a tenant's slow or plentiful
     batches occupy one worker process, never all of them, and its other batches answer BUSY
-    without counting an attempt."""
-    project_id = IngestBatch.objects.filter(pk=batch_id).values_list("project_id", flat=True).first()
+    without counting an attempt. `day`: the batch's expires_on, if known."""
+    project_id = _batch(batch_id, day).values_list("project_id", flat=True).first()
     if project_id is None:
         return BatchResult.SKIPPED
     with _project_slot(project_id) as acquired:
         if not acquired:
             return BatchResult.BUSY
-        return _batch_process(batch_id, passthrough)
+        return _batch_process(batch_id, day, passthrough)
 
 
-def _batch_process(batch_id: int, passthrough: tuple[type[BaseException], ...]) -> BatchResult:
-    IngestBatch.objects.filter(pk=batch_id, status__in=[BatchStatus.PENDING, BatchStatus.PROCESSING]).update(
+def _batch_process(batch_id: int, day: date | None, passthrough: tuple[type[BaseException], ...]) -> BatchResult:
+    _batch(batch_id, day).filter(status__in=[BatchStatus.PENDING, BatchStatus.PROCESSING]).update(
         attempts=F("attempts") + 1, status=BatchStatus.PROCESSING, started_at=timezone.now()
     )
     with transaction.atomic():
         # of=("self",): lock the batch row only. Locking the joined project row too would make
         # every ingest commit (its foreign key check) and every rollup wait for this batch, and
         # deadlock two workers against each other.
-        batch = (
-            IngestBatch.objects.select_for_update(of=("self",))
-            .select_related("project")
-            .filter(pk=batch_id)
-            .first()
-        )
+        batch = _batch(batch_id, day).select_for_update(of=("self",)).select_related("project").first()
         if batch is None or batch.status in (BatchStatus.DONE, BatchStatus.FAILED):
             return BatchResult.SKIPPED
         partners = _partners_claim(batch) if batch.attempts <= 1 else []
@@ -101,9 +103,9 @@ def _batch_process(batch_id: int, passthrough: tuple[type[BaseException], ...]) 
         if failures:
             quarantine_store(project=batch.project, failures=failures)
         now = timezone.now()
-        IngestBatch.objects.filter(pk=batch.pk).update(status=BatchStatus.DONE, error="", finished_at=now)
+        _batch(batch.pk, batch.expires_on).update(status=BatchStatus.DONE, error="", finished_at=now)
         if partners:
-            IngestBatch.objects.filter(pk__in=[p.pk for p in partners]).update(
+            IngestBatch.objects.filter(pk__in=[p.pk for p in partners], expires_on=batch.expires_on).update(
                 status=BatchStatus.DONE, error="", attempts=F("attempts") + 1, started_at=batch.started_at,
                 finished_at=now,
             )
@@ -138,13 +140,15 @@ def _project_slot(project_id: int) -> Iterator[bool]:
 def _partners_claim(batch: IngestBatch) -> list[IngestBatch]:
     """Pending batches of the same project never tried yet that no other worker holds, locked
     until commit. Their own tasks find them done. PostgreSQL only: elsewhere nothing can skip a
-    locked row."""
+    locked row. Only those of the batch's day partition (received the same day, the project's
+    retention unchanged): a batch of another day is left to its own task."""
     if not connection.features.has_select_for_update_skip_locked:
         return []
     budget = MERGE_MAX_EVENTS - batch.event_count
     candidates = (
         IngestBatch.objects.select_for_update(skip_locked=True, of=("self",))
-        .filter(project_id=batch.project_id, status=BatchStatus.PENDING, attempts=0, event_count__lte=budget)
+        .filter(project_id=batch.project_id, expires_on=batch.expires_on, status=BatchStatus.PENDING, attempts=0,
+                event_count__lte=budget)
         .exclude(pk=batch.pk).order_by("received_at", "id").values_list("pk", "event_count")[:MERGE_MAX_BATCHES]
     )
     chosen = []
@@ -152,18 +156,19 @@ def _partners_claim(batch: IngestBatch) -> list[IngestBatch]:
         if count <= budget:
             chosen.append(pk)
             budget -= count
-    return list(IngestBatch.objects.filter(pk__in=chosen).order_by("received_at", "id")) if chosen else []
+    return list(IngestBatch.objects.filter(pk__in=chosen, expires_on=batch.expires_on).order_by("received_at", "id")
+                ) if chosen else []
 
 
-def batch_attempts(*, batch_id: int) -> int:
-    return IngestBatch.objects.filter(pk=batch_id).values_list("attempts", flat=True).first() or 0
+def batch_attempts(*, batch_id: int, day: date | None = None) -> int:
+    return _batch(batch_id, day).values_list("attempts", flat=True).first() or 0
 
 
-def batch_mark_failed(*, batch_id: int, error: str, final: bool) -> None:
+def batch_mark_failed(*, batch_id: int, error: str, final: bool, day: date | None = None) -> None:
     """Record a failed attempt; a final one leaves the batch `failed` for an operator to retry.
     `error` must not quote the batch's values (quarantine.failure_reason)."""
     status = BatchStatus.FAILED if final else BatchStatus.PENDING
-    IngestBatch.objects.filter(pk=batch_id).exclude(status=BatchStatus.DONE).update(
+    _batch(batch_id, day).exclude(status=BatchStatus.DONE).update(
         status=status, error=error[:10_000], finished_at=timezone.now() if final else None
     )
 

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, time, timedelta
 from types import SimpleNamespace
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 from django.utils import timezone
 
 from tests.factories import make_key
@@ -27,6 +27,7 @@ from toolscope.telemetry.services.ingest import ingest_events
 from toolscope.telemetry.services.processing import batch_process
 from toolscope.telemetry.services.retention import (
     AHEAD_DAYS,
+    lock_headroom,
     partitions_ensure,
     retention_expire,
     retention_overview,
@@ -279,3 +280,43 @@ def test_the_admin_refuses_rollups_kept_shorter_than_raw_data(project, rf):
     short = form_class(data={**data, "retention_days": 90, "rollup_retention_days": 30}, instance=project)
     assert not short.is_valid() and "rollup_retention_days" in short.errors
     assert form_class(data={**data, "retention_days": 90, "rollup_retention_days": 365}, instance=project).is_valid()
+
+
+@postgres_only
+def test_the_locks_a_whole_table_query_takes_are_counted_and_a_small_lock_table_is_told(
+        project, caplog, monkeypatch):
+    """A query that cannot name its days locks every day partition and index of the table until
+    it ends: at 400 days, ~4,500 locks, and PostgreSQL's default lock table (64 x 100 slots)
+    fills with two such queries, failing every statement of every client."""
+    demand = partitions.lock_demand()
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM telemetry_toolcall WHERE tool_name = 'bash'")
+        cursor.execute("SELECT count(*) FROM pg_locks WHERE pid = pg_backend_pid() AND relation IS NOT NULL "
+                       "AND relation::regclass::text LIKE 'telemetry_toolcall%%'")
+        held = cursor.fetchone()[0]
+    assert demand.whole_table <= held <= demand.whole_table + 10  # the parent and its indexes besides
+
+    at_400_days = partitions.LockDemand(per_transaction=64, connections=100, whole_table=408 * 11)
+    warning = lock_headroom(at_400_days)
+    assert "holds 1 queries" in warning and "set max_locks_per_transaction to 360 or more" in warning
+    assert lock_headroom(partitions.LockDemand(per_transaction=1024, connections=100, whole_table=408 * 11)) is None
+    # The production recipe's PostgreSQL has room at the longest retention a project may have.
+    from tests.deploy import recipe
+    from toolscope.telemetry.retention import MAX_RETENTION_DAYS
+
+    command = recipe.as_argv(recipe.raw_compose()["services"]["postgres"]["command"])
+    setting = int(next(arg.split("=")[1] for arg in command if arg.startswith("max_locks_per_transaction=")))
+    per_day = demand.whole_table / len(partitions.partitions_list("telemetry_toolcall", sizes=False))
+    longest = round(per_day * (MAX_RETENTION_DAYS + AHEAD_DAYS + 1))
+    assert lock_headroom(partitions.LockDemand(setting, demand.connections, longest)) is None
+    assert lock_headroom(partitions.LockDemand(64, demand.connections, longest))  # PostgreSQL's default
+
+    # Beat's step says so in its log when the day partitions outgrow this server's table (here:
+    # asking for room for more queries than its 38 days leave).
+    with caplog.at_level("WARNING", logger="toolscope.telemetry.services.retention"):
+        partitions_ensure()
+        assert "out of shared memory" not in caplog.text
+        monkeypatch.setattr("toolscope.telemetry.services.retention.WHOLE_TABLE_QUERIES",
+                            demand.slots // demand.whole_table + 1)
+        partitions_ensure()
+    assert "out of shared memory" in caplog.text and "max_locks_per_transaction" in caplog.text

@@ -118,6 +118,40 @@ def partitions_create(days: Iterable[date]) -> int:
     return made
 
 
+@dataclass(frozen=True)
+class LockDemand:
+    per_transaction: int  # max_locks_per_transaction
+    connections: int  # max_connections + max_prepared_transactions
+    whole_table: int  # locks one query over a whole partitioned table takes
+
+    @property
+    def slots(self) -> int:
+        """The shared lock table's size."""
+        return self.per_transaction * self.connections
+
+
+def lock_demand() -> LockDemand:
+    """PostgreSQL's lock table, and the locks one query over a whole partitioned table takes: one
+    on each of its partitions and of their indexes, for the table that has most. A query that
+    cannot name its days (a tool's calls over a time range, a report) holds them all until it
+    ends; when the table is full, every statement of every client fails with "out of shared
+    memory"."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT current_setting('max_locks_per_transaction')::int,"
+            " current_setting('max_connections')::int + current_setting('max_prepared_transactions')::int")
+        per_transaction, connections = cursor.fetchone()
+        cursor.execute(
+            """
+            SELECT COALESCE(MAX(n), 0) FROM (
+                SELECT COUNT(*) + SUM((SELECT COUNT(*) FROM pg_index WHERE indrelid = i.inhrelid)) AS n
+                FROM pg_inherits AS i WHERE i.inhparent = ANY(%s::regclass[]) GROUP BY i.inhparent) AS tables
+            """,
+            [[model._meta.db_table for model in partitioned_models()]],
+        )
+        return LockDemand(per_transaction, connections, int(cursor.fetchone()[0]))
+
+
 def missing(exc: BaseException) -> bool:
     """Whether an insert failed for want of a partition for its day (SQLSTATE 23514, "no partition
     of relation ... found for row")."""

@@ -75,7 +75,28 @@ def partitions_ensure(*, on: date | None = None, retention_days: int | None = No
         return 0
     current = on or today()
     span = max(longest_retention(), retention_days or 0) + AHEAD_DAYS
-    return partitions.partitions_create(current + timedelta(days=offset) for offset in range(span + 1))
+    made = partitions.partitions_create(current + timedelta(days=offset) for offset in range(span + 1))
+    warning = lock_headroom(partitions.lock_demand())
+    if warning:
+        logger.warning("retention: %s", warning)
+    return made
+
+
+# Queries over a whole partitioned table the lock table should hold at once (dashboard pages,
+# reports) before PostgreSQL fails every statement with "out of shared memory".
+WHOLE_TABLE_QUERIES = 8
+
+
+def lock_headroom(demand: partitions.LockDemand) -> str | None:
+    """A warning when PostgreSQL's lock table holds fewer than WHOLE_TABLE_QUERIES queries over a
+    whole partitioned table at once, with the setting that fixes it."""
+    if demand.whole_table == 0 or demand.slots >= WHOLE_TABLE_QUERIES * demand.whole_table:
+        return None
+    wanted = -(-WHOLE_TABLE_QUERIES * demand.whole_table // demand.connections)  # rounded up
+    return (f"PostgreSQL's lock table ({demand.slots:,} slots) holds {demand.slots // demand.whole_table} queries "
+            f"over a whole partitioned table ({demand.whole_table:,} locks each: its day partitions and their "
+            "indexes) before every statement fails with 'out of shared memory'; set max_locks_per_transaction "
+            f"to {wanted:,} or more (docker-compose.yml sets 1024)")
 
 
 def retention_expire(*, on: date | None = None, concurrently: bool = True) -> RetentionReport:

@@ -27,6 +27,7 @@ from rest_framework.views import APIView
 from api.views.resolve import READ_ERRORS
 from dashboard import selectors
 from toolscope.telemetry.models import ToolCall
+from toolscope.telemetry.retention import days_of, days_within
 from toolscope.telemetry.selectors import batch_outcome
 
 
@@ -180,7 +181,9 @@ class SessionView(APIView):
         calls = selectors.session_calls(session=session)
         event_ids = {call["id"]: call["client_id"] for call in calls}
         missing = {call["duplicate_of_id"] for call in calls} - event_ids.keys() - {None}
-        event_ids.update(ToolCall.objects.filter(pk__in=missing).values_list("pk", "client_id"))
+        # A repeat's first occurrence is in its session, in the session's days (or gone with its day).
+        event_ids.update(ToolCall.objects.filter(days_within(days_of([session])), pk__in=missing)
+                         .values_list("pk", "client_id"))
         return Response({
             "session": {field: getattr(session, field) for field in SESSION_FIELDS},
             "turns": [{key: value for key, value in turn.items() if key != "id"} for turn in turns],

@@ -20,6 +20,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
+from tests.api.conftest import KeyClient
 from tests.factories import make_key, make_member, make_user
 from toolscope.telemetry.models import IngestBatch, Session, ToolCall, Turn
 from toolscope.telemetry.retention import expiry_day
@@ -148,10 +149,14 @@ def test_the_session_page_and_the_read_api_look_in_the_sessions_days_alone(proje
     session = Session.objects.get(client_id="s")
     viewer = Client()
     viewer.force_login(make_member(project, make_user()).user)
+    reader = KeyClient(make_key(project, scopes=["read"]).secret)
     with CaptureQueriesContext(connection) as queries:
         page = viewer.get(reverse("dashboard:session", args=[project.slug, "s"]))
+        body = reader.get(reverse("api:session", args=["s"])).json()
     assert page.status_code == 200
     assert [c["client_id"] for c in page.context["calls"]] == ["s:c0", "s:c1"]
+    assert [c["id"] for c in body["calls"]] == ["s:c0", "s:c1"]
+    assert [t["index"] for t in body["turns"]] == [0]
     looked_in = set()
     for query in queries.captured_queries:
         if re.search(r'FROM "telemetry_(toolcall|turn)"', query["sql"]):

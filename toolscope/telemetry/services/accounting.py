@@ -103,8 +103,9 @@ def sessions_account(
         return
     outputs = policy_outputs_for_processing(project=project)
     suppress = bool(outputs.get("duplicates", {}).get("suppress", True))
-    # The partitions to look in: the stored rows' days and the new rows'.
-    days = stored_days and days_of((), more=[*stored_days, *(row["expires_on"] for row in [*new_turns, *new_calls])])
+    # The partitions to look in: the stored rows' days and the new rows' (every one if not known).
+    days = None if stored_days is None else days_of(
+        (), more=[*stored_days, *(row["expires_on"] for row in [*new_turns, *new_calls])])
     stored = call_values(ToolCall.objects.filter(session_id__in=session_ids), CALL_FIELDS, days)
     calls = sorted([CallState(row) for row in stored] + [CallState.fresh(row) for row in new_calls],
                    key=lambda call: call.sort_key)

@@ -53,6 +53,13 @@ def migration_expiry() -> date:
 Days = tuple[date, date]
 
 
+def event_days(events: Iterable[dict[str, Any]], *, retention_days: int, on: date | None = None) -> set[date]:
+    """The days the rows of these (validated) events would expire on, stored `on` (today)."""
+    current = on or today()
+    return {expiry_day(retention_days=retention_days, moment=datetime.fromisoformat(event["timestamp"]), on=current)
+            for event in events}
+
+
 def days_of(sessions: Iterable[Any], *, more: Iterable[date] = ()) -> Days | None:
     """The first and last expiry day of the rows of `sessions` (Session.first_expires_on and
     expires_on) and of `more` days (rows about to be stored): the day partitions where all of them

@@ -70,5 +70,6 @@ class Migration(migrations.Migration):
         migrations.AddConstraint(
             model_name='tooldaily',
             constraint=models.UniqueConstraint(fields=('project', 'day', 'tool_name'), name='tooldaily_unique'),
-        ),        migrations.RunPython(days_from_hours, migrations.RunPython.noop, elidable=True),
+        ),
+        migrations.RunPython(days_from_hours, migrations.RunPython.noop, elidable=True),
     ]

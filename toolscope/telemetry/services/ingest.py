@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from datetime import UTC, date, datetime
+from datetime import date
 from typing import Any
 
 from django.conf import settings
@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from toolscope.tasks import task_send
 from toolscope.telemetry.models import ApiKey, BatchKind, IngestBatch, Project, Session, ToolCall, Turn
-from toolscope.telemetry.retention import days_of, days_within, expiry_day
+from toolscope.telemetry.retention import days_of, days_within, event_days
 from toolscope.telemetry.services.events import Rejected, event_validate
 from toolscope.telemetry.services.redact import events_redact
 from toolscope.telemetry.services.retention import with_partitions
@@ -56,12 +56,10 @@ def _known_ids(project: Project, events: list[dict[str, Any]]) -> set[tuple[str,
     known: set[tuple[str, str]] = set()
     if not any(wanted.values()):
         return known
-    session_ids = {event["session_id"] for event in events if event["type"] in wanted}
-    today = timezone.now().astimezone(UTC).date()
-    days = days_of(Session.objects.filter(project=project, client_id__in=session_ids).only(
-        "first_expires_on", "expires_on"), more={
-        expiry_day(retention_days=project.retention_days, moment=datetime.fromisoformat(event["timestamp"]), on=today)
-        for event in events if event["type"] in wanted})
+    looked_up = [event for event in events if event["type"] in wanted]
+    sessions = Session.objects.filter(project=project, client_id__in={event["session_id"] for event in looked_up})
+    days = days_of(sessions.only("first_expires_on", "expires_on"),
+                   more=event_days(looked_up, retention_days=project.retention_days))
     for kind, model in (("turn", Turn), ("tool_call", ToolCall)):
         if wanted[kind]:
             rows = model.objects.filter(days_within(days), project=project, client_id__in=wanted[kind])

@@ -26,7 +26,7 @@ from toolscope_agent.engine.schemas import canonical_json, schema_hash
 from toolscope.policies.services.catalog import catalog_upsert
 from toolscope.telemetry.error_patterns import classify
 from toolscope.telemetry.models import BatchStatus, IngestBatch, Project, Session, ToolCall, Turn
-from toolscope.telemetry.retention import Days, days_of, days_within, expiry_day
+from toolscope.telemetry.retention import Days, days_of, days_within, event_days, expiry_day
 from toolscope.telemetry.services.accounting import BatchConflictError, sessions_account
 from toolscope.telemetry.services.advertised import advertised_sets_resolve
 from toolscope.telemetry.services.bulk import ids_allocate, rows_update
@@ -185,10 +185,8 @@ def events_apply(*, project: Project, events: list[dict[str, Any]]) -> None:
         catalog_upsert(project=project, definitions=definitions)
     sessions, starts = _sessions_upsert(project, events, by_type["session"])
     # The day partitions the batch's rows are looked up in: its stored sessions' and its events'.
-    today = timezone.now().astimezone(UTC).date()
-    days = days_of([session for session in sessions.values() if starts[session.pk] is not None], more={
-        expiry_day(retention_days=project.retention_days, moment=_when(event["timestamp"]), on=today)
-        for event in (*by_type["turn"], *by_type["tool_call"])})
+    days = days_of([session for session in sessions.values() if starts[session.pk] is not None],
+                   more=event_days((*by_type["turn"], *by_type["tool_call"]), retention_days=project.retention_days))
     new_turns, turn_ids = _turns_new(project, sessions, by_type["turn"], days)
     new_calls = _tool_calls_new(project, sessions, turn_ids, by_type["tool_call"], days)
     sessions_account(project=project, session_starts=starts, new_turns=new_turns, new_calls=new_calls,

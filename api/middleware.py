@@ -18,6 +18,7 @@ else a new one. Successful answers do not: the policy poll's 304 is answered in 
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import sys
@@ -32,6 +33,7 @@ from django.db import DatabaseError, InterfaceError, OperationalError
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.views import defaults
 
+from toolscope.telemetry.otlp.decode import encode_status
 from toolscope.telemetry.services.quarantine import failure_reason
 
 logger = logging.getLogger(__name__)
@@ -131,8 +133,10 @@ class ApiErrorMiddleware:
         if response.status_code < 400 or not is_api(request):
             return response
         # JSON already, or an OTLP error (a google.rpc.Status in protobuf, api/views/otlp.py).
-        if not response.get("Content-Type", "").startswith(("application/json", "application/x-protobuf")):
+        if not response.get("Content-Type", "").startswith(("application/json", PROTOBUF)):
             response = self._as_json(request, response)
+        if _wants_protobuf(request) and response["Content-Type"].startswith("application/json"):
+            response = _as_status(response)
         response[REQUEST_ID_HEADER] = request_id(request)
         return response
 
@@ -147,6 +151,33 @@ class ApiErrorMiddleware:
             if header in response:
                 replaced[header] = response[header]
         return replaced
+
+
+OTLP_PREFIX = "/api/v1/otlp/"
+PROTOBUF = "application/x-protobuf"
+# HTTP status -> google.rpc.Code, as OTLP/HTTP clients read a failed export's body.
+RPC_CODES = {400: 3, 401: 16, 403: 7, 404: 5, 405: 12, 413: 8, 415: 3, 429: 8, 500: 13, 503: 14}
+UNKNOWN = 2
+
+
+def _wants_protobuf(request: HttpRequest) -> bool:
+    """An OTLP export sent as protobuf: its errors are google.rpc.Status messages in protobuf."""
+    return request.path_info.startswith(OTLP_PREFIX) and request.META.get("CONTENT_TYPE", "").startswith(PROTOBUF)
+
+
+def _as_status(response: HttpResponse) -> HttpResponse:
+    """The JSON error `response` as a protobuf google.rpc.Status (same status, same headers)."""
+    try:
+        detail = str(json.loads(response.content).get("detail", ""))
+    except (ValueError, AttributeError):
+        detail = ""
+    code = RPC_CODES.get(response.status_code, UNKNOWN)
+    replaced = HttpResponse(encode_status(code, detail or HTTPStatus(response.status_code).phrase, PROTOBUF),
+                            status=response.status_code, content_type=PROTOBUF)
+    for header in ("Allow", "Retry-After", "WWW-Authenticate"):
+        if header in response:
+            replaced[header] = response[header]
+    return replaced
 
 
 def handler404(request: HttpRequest, exception: Exception) -> HttpResponse:

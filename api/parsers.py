@@ -3,7 +3,8 @@
 The limit applies to the decompressed size and is checked before anything is parsed, so neither a
 large body nor a small gzip bomb costs more than the limit in memory. A gzip body is one gzip
 member and nothing after it: trailing bytes mean a corrupt or spliced body, refused with a 400.
-A body nested deeper than MAX_DEPTH is refused too: nothing toolscope stores is that deep, and
+A body holding more than INGEST_MAX_JSON_CONTAINERS objects and arrays is refused (413) before it
+is parsed: that, not its size, is what parsing it costs in memory. A body nested deeper than MAX_DEPTH is refused too: nothing toolscope stores is that deep, and
 the raw batch is written back with orjson, which cannot write it.
 """
 
@@ -16,6 +17,8 @@ import orjson
 from django.conf import settings
 from rest_framework import exceptions
 from rest_framework.parsers import BaseParser
+
+from toolscope.telemetry.otlp.budget import json_containers
 
 READ_CHUNK = 64 * 1024
 # orjson writes at most this many levels of nesting (it reads up to 1,024). Free JSON inside an
@@ -68,6 +71,15 @@ def _expect_end(inflater: Any, stream: Any) -> None:
         raise exceptions.ParseError("The gzip body has data after the end of the gzip stream.")
 
 
+def _check_containers(body: bytes) -> None:
+    # An empty object is 3 bytes of the body and ~100 bytes parsed: a 5 MB body of them would take
+    # a web worker past 300 MB. Counted outside strings, at C speed, before anything is parsed.
+    limit = settings.INGEST_MAX_JSON_CONTAINERS
+    if json_containers(body) > limit:
+        raise PayloadTooLarge(f"The body holds more than {limit:,} JSON objects and arrays; the limit is "
+                              f"{limit:,} per request.")
+
+
 def _check_depth(body: bytes, data: Any) -> None:
     # Nesting MAX_DEPTH + 1 levels takes twice as many bytes; a shorter body cannot. orjson finds
     # the depth in C, faster than any walk here (under 1 ms for a 1.4 MB batch).
@@ -89,6 +101,7 @@ class LimitedJSONParser(BaseParser):
         if encoding != "gzip" and declared and declared.isdigit() and int(declared) > limit:
             raise _too_large()
         body = read_limited(stream, encoding, limit) if stream is not None else b""
+        _check_containers(body)
         try:
             data = orjson.loads(body)
         except orjson.JSONDecodeError as exc:

@@ -285,6 +285,14 @@ LOGOUT_REDIRECT_URL = "dashboard:login"
 # --- API ------------------------------------------------------------------------------------
 INGEST_MAX_BODY_BYTES = env_int("INGEST_MAX_BODY_BYTES", 5_000_000, minimum=1024)
 INGEST_MAX_EVENTS = env_int("INGEST_MAX_EVENTS", 1000, minimum=1)
+# JSON objects and arrays one request body may hold (what parsing it costs in memory, ~100 bytes
+# each); counted before the body is parsed (api/parsers.py).
+INGEST_MAX_JSON_CONTAINERS = env_int("INGEST_MAX_JSON_CONTAINERS", 500_000, minimum=1000)
+# Per OTLP request: spans or log records (the SDKs' batch processors export 512 at a time, the
+# Collector's batch processor 8,192), and the attributes, span events, links and list entries
+# inside them. Counted on the wire before anything is built (toolscope/telemetry/otlp/budget.py).
+OTLP_MAX_ITEMS = env_int("OTLP_MAX_ITEMS", 10_000, minimum=1)
+OTLP_MAX_VALUES = env_int("OTLP_MAX_VALUES", 200_000, minimum=1)
 # Requests per minute per API key; 0 turns the limit off.
 API_RATE_LIMIT_PER_MINUTE = env_int("API_RATE_LIMIT_PER_MINUTE", 6000, minimum=0)
 # Web processes keep what a warm policy poll needs in memory, invalidated through Redis

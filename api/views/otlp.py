@@ -28,9 +28,10 @@ from rest_framework.parsers import BaseParser
 from rest_framework.request import Request
 from rest_framework.views import APIView
 
-from api.parsers import read_limited
+from api.parsers import PayloadTooLarge, read_limited
 from api.serializers import ErrorSerializer
 from toolscope.telemetry.models import BatchKind
+from toolscope.telemetry.otlp.budget import Budget, OverBudget
 from toolscope.telemetry.otlp.claude_code import claude_code_events
 from toolscope.telemetry.otlp.decode import (
     JSON,
@@ -95,21 +96,26 @@ class _OtlpView(APIView):
     required_scope = "ingest"
     parser_classes = [ProtobufBody, JsonBody]
     logs = False
-    decode: Callable[[bytes, str], list[Any]]
+    decode: Callable[[bytes, str, Budget], list[Any]]
     events: Callable[[list[Any]], list[dict[str, Any]]]
 
     def post(self, request: Request) -> HttpResponse:
         data = request.data
-        if not data:  # no body at all: an empty export
-            return HttpResponse(encode_response(0, "", PROTOBUF, logs=self.logs), content_type=PROTOBUF)
+        if not data:  # no body at all: an empty export, answered in the encoding it declared
+            encoding = JSON if request.content_type.startswith(JSON) else PROTOBUF
+            return HttpResponse(encode_response(0, "", encoding, logs=self.logs), content_type=encoding)
         if not isinstance(data, dict) or "body" not in data:
             raise exceptions.UnsupportedMediaType(request.content_type)
         encoding = data["encoding"]
+        budget = Budget(items=settings.OTLP_MAX_ITEMS, values=settings.OTLP_MAX_VALUES,
+                        item_name="log records" if self.logs else "spans")
         try:
-            items = self.decode(data["body"], encoding)
+            items = self.decode(data["body"], encoding, budget)
         except OtlpDecodeError as exc:
             return HttpResponse(encode_status(INVALID_ARGUMENT, str(exc), encoding), status=400,
                                 content_type=encoding)
+        except OverBudget as exc:
+            raise PayloadTooLarge(str(exc)) from None
         rejected, message = _store(request, self.events(items))
         return HttpResponse(encode_response(rejected, message, encoding, logs=self.logs), content_type=encoding)
 

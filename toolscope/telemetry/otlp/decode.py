@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
 from google.protobuf import json_format
 from google.protobuf.message import DecodeError
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest, ExportLogsServiceResponse
@@ -23,6 +23,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
+
+from toolscope.telemetry.otlp.budget import Budget, count_json, count_json_containers, count_protobuf
 
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
@@ -53,9 +55,11 @@ class Span:
         return self.status_code == STATUS_ERROR
 
 
-def decode_traces(body: bytes, encoding: str) -> list[Span]:
-    """The spans of an ExportTraceServiceRequest body in `encoding` (PROTOBUF or JSON)."""
-    request = _parse(ExportTraceServiceRequest(), body, encoding, "trace", ("resourceSpans", "scopeSpans", "spans"))
+def decode_traces(body: bytes, encoding: str, budget: Budget) -> list[Span]:
+    """The spans of an ExportTraceServiceRequest body in `encoding` (PROTOBUF or JSON); OverBudget
+    when it holds more than `budget`, found before anything is built."""
+    request = _parse(ExportTraceServiceRequest(), body, encoding, "trace", ("resourceSpans", "scopeSpans", "spans"),
+                     budget, "Span")
     spans = []
     for resource_spans in request.resource_spans:
         resource = _attributes(resource_spans.resource.attributes)
@@ -81,9 +85,11 @@ class LogRecord:
     scope: str = ""
 
 
-def decode_logs(body: bytes, encoding: str) -> list[LogRecord]:
-    """The log records of an ExportLogsServiceRequest body in `encoding` (PROTOBUF or JSON)."""
-    request = _parse(ExportLogsServiceRequest(), body, encoding, "logs", ("resourceLogs", "scopeLogs", "logRecords"))
+def decode_logs(body: bytes, encoding: str, budget: Budget) -> list[LogRecord]:
+    """The log records of an ExportLogsServiceRequest body in `encoding` (PROTOBUF or JSON);
+    OverBudget when it holds more than `budget`, found before anything is built."""
+    request = _parse(ExportLogsServiceRequest(), body, encoding, "logs", ("resourceLogs", "scopeLogs", "logRecords"),
+                     budget, "LogRecord")
     records = []
     for resource_logs in request.resource_logs:
         resource = _attributes(resource_logs.resource.attributes)
@@ -142,27 +148,31 @@ def _attributes(pairs: Any) -> dict[str, Any]:
 _ID_KEYS = ("traceId", "spanId", "parentSpanId", "trace_id", "span_id", "parent_span_id")
 
 
-def _parse(request: Any, body: bytes, encoding: str, signal: str, path: tuple[str, str, str]) -> Any:
-    """`request` read from `body`: protobuf, or OTLP/JSON whose hex ids (on the items at `path`:
-    resource, scope and item keys, and their links) become the base64 the protobuf mapping reads."""
+def _parse(request: Any, body: bytes, encoding: str, signal: str, path: tuple[str, str, str], budget: Budget,
+           item: str) -> Any:
+    """`request` read from `body` once its items and values are counted within `budget`: protobuf,
+    or OTLP/JSON whose hex ids (on the items at `path`: resource, scope and item keys, and their
+    links) become the base64 the protobuf mapping reads."""
     try:
         if encoding == PROTOBUF:
+            count_protobuf(body, request, budget, item)
             request.ParseFromString(body)
         else:
-            data = json.loads(body)
+            count_json_containers(body, budget)
+            data = orjson.loads(body)
             if not isinstance(data, dict):
                 raise OtlpDecodeError(f"The body must be a JSON object with {path[0]}")
+            count_json(data, path, budget)
             resources, scopes, items = path
             for resource in data.get(resources) or []:
-                for scope in (resource or {}).get(scopes) or []:
-                    for item in (scope or {}).get(items) or []:
-                        if isinstance(item, dict):
-                            _convert_ids(item)
-                            for link in item.get("links") or []:
-                                if isinstance(link, dict):
-                                    _convert_ids(link)
+                for scope in resource.get(scopes) or []:
+                    for entry in scope.get(items) or []:
+                        _convert_ids(entry)
+                        for link in entry.get("links") or []:
+                            if isinstance(link, dict):
+                                _convert_ids(link)
             json_format.ParseDict(data, request, ignore_unknown_fields=True)
-    except (DecodeError, json_format.ParseError, ValueError, TypeError, RecursionError) as exc:
+    except (DecodeError, json_format.ParseError, ValueError, TypeError, RecursionError, orjson.JSONDecodeError) as exc:
         raise OtlpDecodeError(f"The body is not an OTLP {signal} export request ({encoding}): {exc}") from None
     return request
 

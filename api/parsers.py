@@ -4,7 +4,8 @@ The limit applies to the decompressed size and is checked before anything is par
 large body nor a small gzip bomb costs more than the limit in memory. A gzip body is one gzip
 member and nothing after it: trailing bytes mean a corrupt or spliced body, refused with a 400.
 A body holding more than INGEST_MAX_JSON_CONTAINERS objects and arrays is refused (413) before it
-is parsed: that, not its size, is what parsing it costs in memory. A body nested deeper than MAX_DEPTH is refused too: nothing toolscope stores is that deep, and
+is parsed: that, not its size, is what parsing it costs in memory. A body nested deeper than
+MAX_DEPTH is refused too: nothing toolscope stores is that deep, and
 the raw batch is written back with orjson, which cannot write it.
 """
 

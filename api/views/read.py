@@ -17,13 +17,13 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from django.utils import timezone
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema
 from rest_framework import exceptions, serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from api.ranges import EPOCH, time_range
 from api.views.resolve import READ_ERRORS
 from dashboard import selectors
 from toolscope.telemetry.models import ToolCall
@@ -55,10 +55,8 @@ class StrictBooleanField(_GivenMeansValidated, serializers.BooleanField):
     pass
 
 
-EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 CURSOR = r"^[0-9]{1,20}_[0-9]{1,20}$"
 MAX_ID = 2**63 - 1
-LATEST = datetime(3000, 1, 1, tzinfo=UTC)
 
 
 class RangeQuery(serializers.Serializer):
@@ -69,9 +67,8 @@ class RangeQuery(serializers.Serializer):
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         """Within 1970-3000: no row is outside, and the overview's previous period (as long,
         just before) stays a date Python can hold."""
-        end = attrs.get("end") or timezone.now()
-        start = attrs.get("start") or end - timedelta(hours=24)
-        return {**attrs, "start": min(max(start, EPOCH), LATEST), "end": min(max(end, EPOCH), LATEST)}
+        start, end = time_range(attrs.get("start"), attrs.get("end"), timedelta(hours=24))
+        return {**attrs, "start": start, "end": end}
 
 
 class SessionsQuery(RangeQuery):

@@ -6,16 +6,17 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from django.utils import timezone
 from drf_spectacular.utils import OpenApiExample, extend_schema
 from rest_framework import exceptions, serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from api.ranges import time_range
 from api.serializers import JsonObjectField, StrictBooleanField, StrictCharField, StrictIntegerField
 from api.views.resolve import READ_ERRORS, LabelField
 from toolscope.policies.models import Simulation, SimulationStatus
+from toolscope.policies.services.background import background_queue_position
 from toolscope.policies.services.simulation_runs import (
     DocumentNotFound,
     SessionSelection,
@@ -55,6 +56,12 @@ class SimulationOutput(serializers.Serializer):
     created_at = serializers.DateTimeField()
     finished_at = serializers.DateTimeField(allow_null=True)
     result = serializers.DictField(allow_null=True, help_text="When done: totals, per tool, per day, the misses.")
+    queued_behind = serializers.SerializerMethodField(
+        help_text="While pending: how many of the project's simulations and recommendations are ahead of it "
+        "(running, or asked for before it); a project runs SIMULATIONS_PER_PROJECT at once. Null otherwise.")
+
+    def get_queued_behind(self, simulation: Simulation) -> int | None:
+        return background_queue_position(simulation)
 
 
 def _answer(simulation: Simulation, code: int = status.HTTP_200_OK) -> Response:
@@ -85,8 +92,8 @@ class SimulationsView(APIView):
                 document=data.get("document"))
         except DocumentNotFound as exc:
             raise exceptions.NotFound(str(exc)) from None
-        end = data.get("end") or timezone.now()
-        selection = SessionSelection(start=data.get("start") or end - timedelta(days=7), end=end,
+        start, end = time_range(data.get("start"), data.get("end"), timedelta(days=7))
+        selection = SessionSelection(start=start, end=end,
                                      agent_name=data.get("agent_name"), model=data.get("model"),
                                      limit=data.get("limit"))
         simulation, created = simulation_start(project=project, document=document, source=source,

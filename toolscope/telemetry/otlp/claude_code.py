@@ -22,12 +22,12 @@ or `<session>:tool:<sequence>`: re-sent exports create nothing twice.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
 from toolscope.telemetry.otlp.decode import LogRecord
+from toolscope.telemetry.otlp.jsontext import read_json
 
 PREFIX = "claude_code."
 MAX_INDEX = 2**31 - 1
@@ -139,7 +139,7 @@ def _call(record: LogRecord, session: str, sequence: int, turn_index: int, *, st
         raw = attributes.get(key)
         if isinstance(raw, str):
             try:
-                arguments = json.loads(raw)
+                arguments = read_json(raw)
             except ValueError:
                 continue
             if isinstance(arguments, dict):

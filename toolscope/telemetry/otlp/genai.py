@@ -33,6 +33,7 @@ from toolscope_agent.engine.schemas import schema_hash
 
 from toolscope.telemetry.otlp.decode import Span
 from toolscope.telemetry.otlp.indexed import as_current
+from toolscope.telemetry.otlp.jsontext import read_json
 from toolscope.telemetry.otlp.openinference import as_genai
 
 INFERENCE = {"chat", "text_completion", "generate_content"}
@@ -123,7 +124,7 @@ def _messages(span: Span, key: str) -> list[dict[str, Any]] | None:
     raw = span.attributes.get(key)
     if isinstance(raw, str):
         try:
-            raw = json.loads(raw)
+            raw = read_json(raw)
         except ValueError:
             return None
     return [message for message in raw if isinstance(message, dict)] if isinstance(raw, list) else None
@@ -178,7 +179,7 @@ def _definitions_text(raw: str) -> tuple[tuple[dict[str, Any], str], ...] | None
     """(definition, schema hash) of each tool of a `gen_ai.tool.definitions` string: an agent
     sends the same text on every request, so it is parsed and hashed once."""
     try:
-        parsed = json.loads(raw)
+        parsed = read_json(raw)
     except ValueError:
         return None
     return _hashed(_definitions(parsed))
@@ -257,6 +258,6 @@ def _arguments(value: Any) -> Any:
     if not isinstance(value, str):
         return value
     try:
-        return json.loads(value)
+        return read_json(value)
     except ValueError:
         return {"arguments": value}

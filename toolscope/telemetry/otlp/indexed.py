@@ -14,6 +14,7 @@ from dataclasses import replace
 from typing import Any
 
 from toolscope.telemetry.otlp.decode import Span
+from toolscope.telemetry.otlp.jsontext import read_json
 
 _PROMPT = re.compile(r"^gen_ai\.prompt\.(\d+)\.(.+)$")
 _FUNCTION = re.compile(r"^llm\.request\.functions\.(\d+)\.(.+)$")
@@ -77,7 +78,7 @@ def _function(fields: dict[str, Any]) -> dict[str, Any]:
     parameters = fields.get("parameters")
     if isinstance(parameters, str):
         try:
-            parameters = json.loads(parameters)
+            parameters = read_json(parameters)
         except ValueError:
             parameters = {}
     return {"type": "function", "name": fields.get("name"), "description": fields.get("description") or "",

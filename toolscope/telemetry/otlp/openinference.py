@@ -14,6 +14,7 @@ from dataclasses import replace
 from typing import Any
 
 from toolscope.telemetry.otlp.decode import Span
+from toolscope.telemetry.otlp.jsontext import read_json
 
 KIND = "openinference.span.kind"
 _INDEXED = re.compile(r"^(llm\.(?:input|output)_messages|llm\.tools)\.(\d+)\.(.+)$")
@@ -76,7 +77,7 @@ def _llm(attributes: dict[str, Any]) -> dict[str, Any]:
     tools = []
     for _, fields in sorted(groups.get("llm.tools", {}).items()):
         try:
-            tools.append(json.loads(fields.get("tool.json_schema", "")))
+            tools.append(read_json(fields.get("tool.json_schema")))
         except ValueError:
             continue
     if tools:

@@ -59,6 +59,11 @@ STATUS = {"type": "object", "properties": {"code": {"type": "integer"}, "message
 
 
 BINARY = {"type": "string", "format": "binary"}
+# The other errors: the Error schema for JSON requests, its detail in a google.rpc.Status for
+# protobuf ones (api/middleware.py).
+ERRORS = {401: "no key or an unknown one", 403: "the key lacks the ingest scope",
+          413: "the body, or the spans, log records or values it holds, over the limits",
+          415: "neither protobuf nor JSON", 429: "over the key's rate limit"}
 
 
 def _responses(answer: dict[str, Any], description: str) -> dict[Any, Any]:
@@ -68,7 +73,9 @@ def _responses(answer: dict[str, Any], description: str) -> dict[Any, Any]:
             (200, PROTOBUF): OpenApiResponse(response=BINARY, description=description),
             (400, JSON): OpenApiResponse(response=STATUS, description=status),
             (400, PROTOBUF): OpenApiResponse(response=BINARY, description=status),
-            **dict.fromkeys((401, 403, 413, 415, 429), ErrorSerializer)}
+            **{(code, JSON): ErrorSerializer for code in ERRORS},
+            **{(code, PROTOBUF): OpenApiResponse(response=BINARY, description="google.rpc.Status: " + why)
+               for code, why in ERRORS.items()}}
 
 
 class _RawBody(BaseParser):

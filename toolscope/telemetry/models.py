@@ -234,9 +234,11 @@ class Turn(models.Model):
     class Meta:
         constraints = [
             models.UniqueConstraint(fields=["project", "client_id"], name="turn_client_id_unique"),
-            models.UniqueConstraint(fields=["session", "index"], name="turn_session_index_unique"),
         ]
-        indexes = [models.Index(fields=["project", "-started_at"], name="turn_project_started")]
+        # A turn is its event id (an OTLP span id). Its index is its place in the conversation,
+        # which two requests share when they carry one history (a retry, two branches).
+        indexes = [models.Index(fields=["project", "-started_at"], name="turn_project_started"),
+                   models.Index(fields=["session", "index"], name="turn_session_index")]
         ordering = ["session_id", "index"]
 
     def __str__(self) -> str:

@@ -60,7 +60,7 @@ def simulation_sessions_load(*, rows: list[tuple[int, str]]) -> list[ReplaySessi
     """The sessions of (id, client id) `rows`, in that order, with their turns and calls: three
     queries, whatever their number."""
     ids = [session_id for session_id, _ in rows]
-    turns = list(Turn.objects.filter(session_id__in=ids).order_by("session_id", "index")
+    turns = list(Turn.objects.filter(session_id__in=ids).order_by("session_id", "index", "started_at", "id")
                  .values_list("session_id", "index", "task_message", "advertised_set_id", "schema_tokens"))
     advertised = dict(AdvertisedSet.objects.filter(pk__in={row[3] for row in turns if row[3]})
                       .values_list("pk", "tools"))
@@ -78,7 +78,8 @@ def simulation_sessions_load(*, rows: list[tuple[int, str]]) -> list[ReplaySessi
         names = [entry.get("name") for entry in advertised.get(set_id) or [] if isinstance(entry, dict)]
         by_session[session_id].append(RecordedTurn(
             message=message, advertised=[name for name in names if isinstance(name, str)],
-            calls=calls.get((session_id, index), []), advertised_tokens=tokens))
+            # Two turns may share an index (a retry): the calls are the first's.
+            calls=calls.pop((session_id, index), []), advertised_tokens=tokens))
     return [ReplaySession(key, by_session.get(session_id, [])) for session_id, key in rows]
 
 

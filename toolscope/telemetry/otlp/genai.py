@@ -6,11 +6,14 @@ The attribute table is in docs/otlp.md ("OpenTelemetry GenAI").
 Ids: the session is the conversation (or trace); a turn is its span id; a tool call is
 `<session>:<call id>` when the call has an id, so the call read from a later request's history and
 the `execute_tool` span of the same call are one event (the first stored wins; re-sent exports
-create nothing twice).
+create nothing twice). Ids and names longer than 200 characters are fitted after their secrets
+are replaced (services/redact.identifier_fit).
 
 A turn's index is its place in the conversation: how many assistant messages its input holds
 (0 for the first request); two requests of one export with the same count (parallel requests,
-or an instrumentation that cut the history) fall back to the start time below. Without captured
+or an instrumentation that cut the history) fall back to the start time below. Two requests of
+one history in different exports (a retry, two branches) share the index: they are two turns all
+the same, since a turn is its span id. Without captured
 content (the conventions make it opt-in) there are no messages: the index falls back to the
 span's start in milliseconds modulo 2^31 (ordered, rarely equal within a session), and the
 session's metadata says `content_captured: false`: tool definitions and messages are not known,
@@ -35,10 +38,12 @@ from toolscope.telemetry.otlp.decode import Span
 from toolscope.telemetry.otlp.indexed import as_current
 from toolscope.telemetry.otlp.jsontext import read_json
 from toolscope.telemetry.otlp.openinference import as_genai
+from toolscope.telemetry.services.redact import identifier_fit, text_fit
 
 INFERENCE = {"chat", "text_completion", "generate_content"}
 EXECUTE_TOOL = "execute_tool"
 MAX_INDEX = 2**31 - 1
+MAX_ERROR_LENGTH = 2000
 CONVENTIONS = "toolscope.conventions"  # set on spans read from another convention (openinference.py)
 
 
@@ -68,7 +73,7 @@ def genai_events(spans: Iterable[Span]) -> list[dict[str, Any]]:
                                                            "content_captured": True}})
         agent = span.attributes.get("gen_ai.agent.name") or span.resource.get("service.name")
         if isinstance(agent, str) and agent and "agent_name" not in event:
-            event["agent_name"] = agent[:200]
+            event["agent_name"] = identifier_fit(agent)
         if span.attributes.get("gen_ai.operation.name") in INFERENCE:
             turn, history = _turn(span, session)
             if (session, turn["index"]) in used:  # two requests with one history: parallel, or truncated
@@ -109,7 +114,7 @@ def _once(tools: list[tuple[dict[str, Any], str]], sent: set[str]) -> list[dict[
 
 def _session_id(span: Span) -> str:
     conversation = span.attributes.get("gen_ai.conversation.id")
-    return str(conversation)[:200] if conversation else span.trace_id
+    return identifier_fit(str(conversation)) if conversation else span.trace_id
 
 
 def _time(ns: int) -> str:
@@ -160,7 +165,7 @@ def _turn(span: Span, session: str) -> tuple[dict[str, Any], list[dict[str, Any]
         turn["index"] = _fallback_index(span)
     model = attributes.get("gen_ai.response.model") or attributes.get("gen_ai.request.model")
     if isinstance(model, str) and model:
-        turn["model"] = model[:200]
+        turn["model"] = identifier_fit(model)
     usage = {name: attributes[key] for name, key in (
         ("input_tokens", "gen_ai.usage.input_tokens"), ("output_tokens", "gen_ai.usage.output_tokens"),
         ("cached_tokens", "gen_ai.usage.cache_read.input_tokens"))
@@ -222,9 +227,9 @@ def _answered_calls(history: list[dict[str, Any]], session: str, span: Span) -> 
                 continue
             arguments = _arguments(part.get("arguments"))
             response = answers[call_id]
-            calls.append({"type": "tool_call", "id": f"{session}:{call_id}"[:200], "session_id": session,
-                          "turn_index": assistant_turn, "call_id": call_id[:200],
-                          "tool_name": str(part.get("name") or "unknown")[:200],
+            calls.append({"type": "tool_call", "id": identifier_fit(f"{session}:{call_id}"), "session_id": session,
+                          "turn_index": assistant_turn, "call_id": identifier_fit(call_id),
+                          "tool_name": identifier_fit(str(part.get("name") or "unknown")),
                           "arguments": arguments if isinstance(arguments, dict) else {},
                           "output": response if isinstance(response, str) else json.dumps(response),
                           "status": "ok", "timestamp": _time(span.start_ns)})
@@ -235,12 +240,12 @@ def _executed(span: Span, session: str) -> dict[str, Any]:
     attributes = span.attributes
     call_id = attributes.get("gen_ai.tool.call.id")
     call: dict[str, Any] = {
-        "type": "tool_call", "id": (f"{session}:{call_id}" if call_id else f"{session}:{span.span_id}")[:200],
-        "session_id": session, "tool_name": str(attributes.get("gen_ai.tool.name") or span.name)[:200],
+        "type": "tool_call", "id": identifier_fit(f"{session}:{call_id}" if call_id else f"{session}:{span.span_id}"),
+        "session_id": session, "tool_name": identifier_fit(str(attributes.get("gen_ai.tool.name") or span.name)),
         "status": "error" if span.failed else "ok", "timestamp": _time(span.start_ns),
         "duration_ms": round(max(0, span.end_ns - span.start_ns) / 1e6, 3)}
     if call_id:
-        call["call_id"] = str(call_id)[:200]
+        call["call_id"] = identifier_fit(str(call_id))
     arguments = _arguments(attributes.get("gen_ai.tool.call.arguments"))
     if isinstance(arguments, dict):
         call["arguments"] = arguments
@@ -248,7 +253,7 @@ def _executed(span: Span, session: str) -> dict[str, Any]:
     if result is not None:
         call["output"] = result if isinstance(result, str) else json.dumps(result)
     if span.failed and span.status_message:
-        call["error"] = span.status_message[:2000]
+        call["error"] = text_fit(span.status_message, MAX_ERROR_LENGTH)
     return call
 
 

@@ -118,7 +118,7 @@ def sessions_account(
     turns = sorted(
         [*Turn.objects.filter(days_within(days), session_id__in=session_ids).values(*TURN_FIELDS),
          *({name: row.get(name) for name in TURN_FIELDS} for row in fresh_turns.values())],
-        key=lambda turn: (turn["session_id"], turn["index"]),
+        key=lambda turn: (turn["session_id"], turn["index"], turn["started_at"], turn["id"]),
     )
     _advertised_sets_price(project, {t["advertised_set_id"] for t in turns if t["advertised_set_id"]})
     budgets = _budgets_save(project, turns, calls, fresh_turns, delta, suppress=suppress, days=days)
@@ -299,13 +299,19 @@ def _budgets_save(
         tokens[1] += call.row["argument_tokens"] or 0
     changed = []
     by_session: dict[int, list[dict[str, Any]]] = defaultdict(list)
-    messages = carried = arguments = 0
-    session = None
+    # Messages of the turns before this index, and of the first turn at this index.
+    earlier = at_index = carried = arguments = 0
+    session = index = None
     pending: list[tuple[int, list[int]]] = []
     for turn in turns:
         if turn["session_id"] != session:
-            session, messages, carried, arguments = turn["session_id"], 0, 0, 0
+            session, index, earlier, at_index, carried, arguments = turn["session_id"], None, 0, 0, 0, 0
             pending = sorted(by_turn[session].items(), reverse=True)
+        if turn["index"] != index:
+            # Turns sharing an index carry one history (a retry, two branches): each adds its own
+            # new messages to what came before the index, and the first's go on to later turns.
+            earlier += at_index
+            index, at_index = turn["index"], turn["new_message_tokens"] or 0
         # Calls made in earlier turns are in this request's history: the model's calls with their
         # arguments, and their outputs. Walked by the calls' own indexes, never over the gap
         # between two turn indexes (a client's number).
@@ -313,7 +319,7 @@ def _budgets_save(
             output, argument = pending.pop()[1]
             carried += output
             arguments += argument
-        messages += turn["new_message_tokens"] or 0
+        messages = earlier + (turn["new_message_tokens"] or 0)
         budget = _budget(turn, project, schema=set_tokens.get(turn["advertised_set_id"]) or 0,
                          messages=messages, calls=arguments, outputs=carried)
         by_session[session].append(budget)
@@ -334,7 +340,7 @@ def _calls_link_turns(session_ids: list[int], days: Days | None) -> None:
     ToolCall.objects.filter(days_within(days), session_id__in=session_ids, turn__isnull=True).update(
         turn_id=Subquery(
             Turn.objects.filter(days_within(days), session_id=OuterRef("session_id"), index=OuterRef("turn_index"))
-            .values("pk")[:1]
+            .order_by("started_at", "pk").values("pk")[:1]
         )
     )
 

@@ -21,14 +21,14 @@ from django.db import IntegrityError, InterfaceError, OperationalError, connecti
 from django.db.models import F, Q, QuerySet
 from django.utils import timezone
 from toolscope_agent.engine.duplicates import normalize_output, normalized_fingerprint
-from toolscope_agent.engine.schemas import canonical_json, schema_hash
+from toolscope_agent.engine.schemas import canonical_json
 
 from toolscope.policies.services.catalog import catalog_upsert
 from toolscope.telemetry.error_patterns import classify
 from toolscope.telemetry.models import BatchStatus, IngestBatch, Project, Session, ToolCall, Turn
 from toolscope.telemetry.retention import Days, days_of, days_within, event_days, expiry_day
 from toolscope.telemetry.services.accounting import BatchConflictError, sessions_account
-from toolscope.telemetry.services.advertised import advertised_sets_resolve
+from toolscope.telemetry.services.advertised import advertised_entry, advertised_sets_resolve
 from toolscope.telemetry.services.bulk import ids_allocate, rows_update
 from toolscope.telemetry.services.quarantine import Entry, events_apply_isolating, failure_reason, quarantine_store
 from toolscope.tokenizer import count_many
@@ -252,49 +252,42 @@ def _sessions_apply(
     return list(changed.values())
 
 
-def _advertised(tool: dict[str, Any]) -> dict[str, str]:
-    if "schema_hash" in tool:
-        return {"name": tool["name"], "schema_hash": tool["schema_hash"]}
-    digest = schema_hash(tool["name"], tool.get("description", ""), tool.get("input_schema", {}))
-    return {"name": tool["name"], "schema_hash": digest}
-
-
 def _turns_new(
     project: Project, sessions: dict[str, Session], events: list[dict[str, Any]], days: Days | None,
 ) -> tuple[list[dict[str, Any]], dict[tuple[int, int], int]]:
     """The rows of the batch's turns not stored yet, ids drawn, for accounting to insert with
     their budgets; and the id of every turn of the batch's sessions by (session id, index).
 
-    A turn whose event id or (session, index) is taken already is skipped, as a re-sent one (a
-    re-sent one is in its session's days; a taken id elsewhere would conflict only on its own day)."""
+    A turn is its event id: one whose id is taken already is skipped, as a re-sent one (a re-sent
+    one is in its session's days; a taken id elsewhere would conflict only on its own day). Two
+    turns may share an index (two requests with one history: a retry, two branches); a call of
+    that index belongs to the first of them."""
     stored = Turn.objects.filter(
         days_within(days),
         Q(session_id__in=[s.pk for s in sessions.values()])
         | Q(project=project, client_id__in=[e["id"] for e in events]),
-    ).values_list("pk", "session_id", "index", "client_id")
+    ).order_by("started_at", "pk").values_list("pk", "session_id", "index", "client_id")
     turn_ids: dict[tuple[int, int], int] = {}
     taken: set[str] = set()
     for pk, session_id, index, client_id in stored:
-        turn_ids[(session_id, index)] = pk
+        turn_ids.setdefault((session_id, index), pk)
         taken.add(client_id)
     fresh = []
     for event in events:
-        key = (sessions[event["session_id"]].pk, event["index"])
-        if event["id"] not in taken and key not in turn_ids:
+        if event["id"] not in taken:
             taken.add(event["id"])
-            turn_ids[key] = 0  # claimed; the id is drawn below
             fresh.append(event)
     if not fresh:
         return [], turn_ids
     rows = _turn_rows(project, sessions, fresh)
-    for row in rows:
-        turn_ids[(row["session_id"], row["index"])] = row["id"]
+    for row in sorted(rows, key=lambda row: row["started_at"]):
+        turn_ids.setdefault((row["session_id"], row["index"]), row["id"])
     return rows, turn_ids
 
 
 def _turn_rows(project: Project, sessions: dict[str, Session], events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     sets = advertised_sets_resolve(
-        project=project, lists=[[_advertised(tool) for tool in event.get("tools", ())] for event in events]
+        project=project, lists=[[advertised_entry(tool) for tool in event.get("tools", ())] for event in events]
     )
     system_tokens, message_tokens = _turn_tokens(project, events)
     ids = ids_allocate(Turn, len(events))

@@ -132,3 +132,13 @@ def test_a_json_attribute_key_that_is_a_5000_digit_number_is_a_400(otlp):
             '"attributes":[{"key":' + LONG_NUMBER + ',"value":{"stringValue":"x"}}]}]}]}]}')
     response = post(otlp, "traces", body.encode(), "application/json")
     assert response.status_code == 400
+
+
+def test_messages_holding_more_objects_than_may_be_parsed_are_unreadable(otlp, project):
+    user = '{"role": "user", "parts": [{"type": "text", "content": "hi"}]}'
+    many = "[" + ",".join([user] + ["{}"] * 300_000) + "]"  # read, the task would be "hi"
+    response = post(otlp, "traces", request(chat(**{"gen_ai.input.messages": many})).SerializeToString())
+    assert response.status_code == 200
+    process(project)
+    turn = Turn.objects.get(project=project)
+    assert turn.input_tokens == 42 and turn.task_message == ""

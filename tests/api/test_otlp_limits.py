@@ -134,7 +134,8 @@ def test_a_json_body_of_empty_objects_is_refused_before_it_is_parsed(project, pa
 def test_braces_inside_strings_are_not_counted(otlp, settings):
     settings.INGEST_MAX_JSON_CONTAINERS = 1000
     text = '{"[' * 5000
-    response = otlp.post_json("/api/v1/ingest", {"events": [{"type": "session", "id": "s1", "metadata": {"note": text}}]})
+    event = {"type": "session", "id": "s1", "metadata": {"note": text}}
+    response = otlp.post_json("/api/v1/ingest", {"events": [event]})
     assert response.status_code == 202, response.content
 
 

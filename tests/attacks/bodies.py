@@ -71,3 +71,27 @@ def gzipped(body: bytes) -> bytes:
 
 def as_json(value: object) -> bytes:
     return json.dumps(value).encode()
+
+
+def _string_attribute(key: str, value: str) -> bytes:
+    any_value = _field(0x0A, value.encode())  # AnyValue.string_value (1)
+    return _field(0x4A, _field(0x0A, key.encode()) + _field(0x12, any_value))  # Span.attributes (9)
+
+
+def chat_span(span_id: int, messages: str, trace: bytes = b"\x0a" * 16) -> bytes:
+    """A GenAI chat span (Span: trace_id 1, span_id 2, name 5) with `messages` as its input."""
+    span = (_field(0x0A, trace) + _field(0x12, span_id.to_bytes(8, "big")) + _field(0x2A, b"chat")
+            + _string_attribute("gen_ai.operation.name", "chat")
+            + _string_attribute("gen_ai.input.messages", messages))
+    return _field(0x12, span)
+
+
+def messages_of_empty_objects(size: int = 4_800_000) -> bytes:
+    """One chat span whose `gen_ai.input.messages` is `size` bytes of empty JSON objects."""
+    return _request(chat_span(1, "[" + ",".join(["{}"] * (size // 3)) + "]"))
+
+
+def spans_at_the_limit(count: int = 10_000) -> bytes:
+    """`count` chat spans of one conversation, each with a short history: a request within every limit."""
+    history = json.dumps([{"role": "user", "parts": [{"type": "text", "content": "Fix the failing login test"}]}])
+    return _request(b"".join(chat_span(i + 1, history) for i in range(count)))

@@ -21,6 +21,7 @@ from contextlib import contextmanager
 
 import pytest
 from google.rpc.status_pb2 import Status
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
 from tests.attacks import bodies
 from tests.deploy.conftest import START_TIMEOUT, Stack, children, create_key, rss_bytes
@@ -33,7 +34,7 @@ def send(stack: Stack, path: str, body: bytes, key: str, headers: dict[str, str]
     request = urllib.request.Request(f"http://127.0.0.1:{stack.port}{path}", data=body, method="POST",
                                      headers={"Authorization": f"Bearer {key}", **headers})
     try:
-        with urllib.request.urlopen(request, timeout=120) as response:
+        with urllib.request.urlopen(request, timeout=120) as response:  # noqa: S310 - http://127.0.0.1
             return response.status, response.read()
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read()
@@ -101,7 +102,10 @@ def ready(stack: Stack) -> Stack:
     return stack
 
 
-def attack(stack: Stack, sends: list[Callable[[], tuple[int, bytes]]]) -> tuple[list[tuple[int, bytes]], Watch, list[int]]:
+Send = Callable[[], tuple[int, bytes]]
+
+
+def attack(stack: Stack, sends: list[Send]) -> tuple[list[tuple[int, bytes]], Watch, list[int]]:
     victim = create_key(stack, f"victim-{uuid.uuid4().hex[:6]}")
     assert ingest_one(stack, victim) == 202
     with Watch(stack) as watch, victim_ingesting(stack, victim) as statuses, ThreadPoolExecutor(len(sends)) as pool:
@@ -129,4 +133,16 @@ def test_four_otlp_gzip_bombs_at_once_are_refused_and_no_worker_grows_or_dies(re
     for status, body in answers[:-1]:
         assert status == 413 and "per request" in Status.FromString(body).message
     assert answers[-1][0] == 413 and "per request" in json.loads(answers[-1][1])["detail"]
+    assert_survived(watch, statuses)
+
+
+def test_requests_within_the_limits_but_heavy_are_stored_and_no_worker_grows_or_dies(ready: Stack) -> None:
+    key = create_key(ready, "heavy")
+    headers = {"Content-Type": "application/x-protobuf", "Content-Encoding": "gzip"}
+    sends = [lambda build=build: send(ready, "/api/v1/otlp/v1/traces", bodies.gzipped(build()), key, headers)
+             for build in (bodies.messages_of_empty_objects, bodies.spans_at_the_limit)]
+    answers, watch, statuses = attack(ready, sends)
+    for status, body in answers:
+        assert status == 200, body[:300]
+        assert ExportTraceServiceResponse.FromString(body).partial_success.rejected_spans == 0
     assert_survived(watch, statuses)

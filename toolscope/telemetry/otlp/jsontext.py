@@ -12,7 +12,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from toolscope.telemetry.otlp.budget import json_containers
+
 MAX_DEPTH = 100
+# Objects and arrays one attribute's JSON may hold (3,000 tool definitions hold ~60,000): parsed,
+# each is ~60 bytes or more, and an attribute can be the whole 5 MB body.
+MAX_CONTAINERS = 200_000
 
 
 class Unreadable(ValueError):
@@ -21,9 +26,12 @@ class Unreadable(ValueError):
 
 def read_json(text: Any) -> Any:
     """The JSON value `text` holds; Unreadable if it is not a string, not JSON (numbers longer
-    than Python reads included) or nested deeper than MAX_DEPTH."""
+    than Python reads included), nested deeper than MAX_DEPTH or holding more than MAX_CONTAINERS
+    objects and arrays (counted before parsing)."""
     if not isinstance(text, str):
         raise Unreadable(f"expected JSON text, got {type(text).__name__}")
+    if len(text) > MAX_CONTAINERS and json_containers(text.encode()) > MAX_CONTAINERS:
+        raise Unreadable(f"holds more than {MAX_CONTAINERS:,} objects and arrays")
     try:
         value = json.loads(text)
     except RecursionError:

@@ -110,6 +110,11 @@ CELERY_TASK_DEFAULT_QUEUE = INGEST_QUEUE
 # for about 10 s, a recommendation for a minute: production gives them a worker of their own
 # (docker-compose.yml's `simulator`) so one project's replay never waits ingest out.
 SIMULATION_QUEUE = env_str("SIMULATION_QUEUE", INGEST_QUEUE)
+# Simulations and recommendations one project may run at once; its others wait, pending, for a
+# slot (toolscope/policies/services/background.py), so one project queueing many never holds
+# every simulator process. Give the simulator more processes than this for another project's
+# run to start at once.
+SIMULATIONS_PER_PROJECT = env_int("SIMULATIONS_PER_PROJECT", 1, minimum=1)
 _HEARTBEAT_SECONDS = env_int("WORKER_HEARTBEAT_SECONDS", 30, minimum=1)
 # /readyz answers 503 once the last heartbeat is older than this (workers or beat down, or cut off
 # from the broker). Three periods ride out one late or expired heartbeat; a web process younger

@@ -15,7 +15,7 @@ from django.conf import settings
 from django.db import InterfaceError, OperationalError, connection
 
 from toolscope.heartbeat import heartbeat_record
-from toolscope.policies.services import recommendations, simulation_runs
+from toolscope.policies.services import background, recommendations, simulation_runs
 from toolscope.policies.services.search_history import search_history_refresh_active
 from toolscope.telemetry.services import ingest
 from toolscope.telemetry.services.batches import batches_sweep
@@ -52,14 +52,14 @@ def search_history_refresh() -> int:
     return search_history_refresh_active()
 
 
-# A page's background work runs longer than processing: a replay of 2,000,000 turns or a
-# recommendation over 5,000 sessions takes a minute or two on the simulation queue.
-BACKGROUND_LIMITS = {"soft_time_limit": 600, "time_limit": 660}
+# A page's background work runs longer than processing (services/background.py).
+BACKGROUND_LIMITS = background.BACKGROUND_LIMITS
 
 
 @shared_task(name=simulation_runs.RUN_TASK, ignore_result=True, acks_late=True, **BACKGROUND_LIMITS)
 def simulation_run(simulation_id: int) -> None:
-    """Replay a queued simulation (a second delivery finds it claimed and returns)."""
+    """Replay a queued simulation (a second delivery finds it claimed and returns; one whose
+    project has no free slot goes back to the queue, services/background.py)."""
     simulation_runs.simulation_run(simulation_id=simulation_id)
 
 

@@ -29,6 +29,7 @@ from toolscope.policies.models import (
     SimulationStatus,
     SimulationTurns,
 )
+from toolscope.policies.services.background import background_queue_position
 from toolscope.policies.services.recommendations import policy_draft_apply, recommendation_start
 from toolscope.policies.services.simulation_runs import (
     DocumentNotFound,
@@ -108,7 +109,8 @@ def _recommendations(request: HttpRequest, access: ProjectAccess) -> dict[str, A
     run, _ = recommendation_start(project=access.project, days=form.cleaned_data["days"],
                                   limit=form.cleaned_data["limit"], user=request.user,
                                   retry="recommend-retry" in request.GET)
-    context: dict[str, Any] = {"recommend_form": form, "recommendation": run}
+    context: dict[str, Any] = {"recommend_form": form, "recommendation": run,
+                               "recommendation_queued_behind": background_queue_position(run)}
     if run.status == SimulationStatus.DONE:
         found = run.result
         front = [row for row in found["candidates"] if row["name"] in found["front"]]
@@ -149,7 +151,7 @@ def policy_recommendation_status(request: HttpRequest, access: ProjectAccess, re
 def _status(run: BackgroundRun) -> dict[str, Any]:
     done, total = run.done_total
     return {"status": run.status, "progress": run.progress, "done": done, "total": total,
-            "eta_seconds": run.eta_seconds}
+            "eta_seconds": run.eta_seconds, "queued_behind": background_queue_position(run)}
 
 
 @project_view()
@@ -170,7 +172,8 @@ def policy_simulation(request: HttpRequest, access: ProjectAccess, simulation_id
     worst = sorted((row for row in result.get("session_rows") or [] if row["misses"]),
                    key=lambda row: (-row["misses"], row["session"]))[:20]
     return _page(request, access, "dashboard/policy_simulation.html", simulation=simulation, result=result,
-                 tools=tools, charts=figures, worst_sessions=worst)
+                 tools=tools, charts=figures, worst_sessions=worst,
+                 queued_behind=background_queue_position(simulation))
 
 
 @project_view()

@@ -53,7 +53,7 @@ def computed(client, project, capture) -> Recommendation:
     assert len(queued) == 1 and run.status == "pending" and b"data-progress" in running.content
     status = reverse("dashboard:policy_recommendation_status", args=[project.slug, run.pk])
     assert client.get(status).json() == {"status": "pending", "progress": 0.0, "done": 0, "total": 0,
-                                         "eta_seconds": None}
+                                         "eta_seconds": None, "queued_behind": 0}
     recommendation_run(recommendation_id=run.pk)
     answer = client.get(status).json()
     assert answer["status"] == "done" and answer["done"] == answer["total"] > 10 and answer["progress"] == 1.0

@@ -50,7 +50,7 @@ def test_an_editor_simulates_the_draft_and_reads_its_figures(editor_client, proj
     assert b"data-progress" in running.content and b"Cancel" in running.content
     assert editor_client.get(url(project, "policy_simulation_status", simulation.pk)).json() == {
         "status": "pending", "progress": 0.0, "done": 0, "total": 0, "sessions_done": 0, "sessions_total": 0,
-        "eta_seconds": None}
+        "eta_seconds": None, "queued_behind": 0}
     simulation_run(simulation_id=simulation.pk)
     page = editor_client.get(url(project, "policy_simulation", simulation.pk))
     content = page.content.decode()
@@ -71,6 +71,22 @@ def test_an_editor_simulates_the_draft_and_reads_its_figures(editor_client, proj
     csv = b"".join(editor_client.get(url(project, "policy_simulation_csv", simulation.pk)).streaming_content)
     assert csv.decode().splitlines() == ["tool,calls,hard,recoverable,output_tokens_saved", "edit_file,2,2,0,0",
                                          "read_file,2,0,0,0"]
+
+
+def test_a_simulation_waiting_for_its_turn_says_how_many_runs_are_ahead(
+        editor_client, project, recorded, django_capture_on_commit_callbacks):
+    # Issue 24, item 6: a project runs SIMULATIONS_PER_PROJECT at once; the others wait, visibly.
+    ahead = simulate_draft(editor_client, project, django_capture_on_commit_callbacks)
+    Simulation.objects.filter(pk=ahead.pk).update(status="running", started_at=timezone.now())
+    with django_capture_on_commit_callbacks(execute=False):
+        editor_client.post(url(project, "policy_simulations"), {"policy": "draft", "days": 14, "limit": 100})
+    waiting = Simulation.objects.exclude(pk=ahead.pk).get(project=project)
+    page = editor_client.get(url(project, "policy_simulation", waiting.pk)).content.decode()
+    assert "Waiting for its turn" in page and "Queued behind 1 run of this project" in page
+    assert editor_client.get(url(project, "policy_simulation_status", waiting.pk)).json()["queued_behind"] == 1
+    running = editor_client.get(url(project, "policy_simulation", ahead.pk)).content.decode()
+    assert "Replaying" in running and "Queued" not in running
+    assert editor_client.get(url(project, "policy_simulation_status", ahead.pk)).json()["queued_behind"] is None
 
 
 def test_simulating_again_reopens_the_same_simulation(editor_client, project, recorded,

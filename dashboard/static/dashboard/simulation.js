@@ -1,6 +1,7 @@
 // A running simulation's (or recommendation's) progress bar: polls its status once a second,
 // shows the steps done (sessions replayed, candidates scored: the card's data-unit) and the time
-// left at the pace so far, and reloads the page (with the result) once it has ended.
+// left at the pace so far, or while it waits its turn how many of its project's runs are ahead,
+// and reloads the page (with the result) once it has ended.
 (function () {
   "use strict";
   const card = document.querySelector("[data-simulation-status]");
@@ -27,6 +28,13 @@
     const unit = card.dataset.unit || "sessions";
     let line = number.format(status.done) + " of " + number.format(status.total) + " " + unit;
     if (status.eta_seconds !== null) line += ", about " + Math.ceil(status.eta_seconds) + " s left";
+    // Pending: the project's runs ahead of it (a project runs a few at a time).
+    if (status.queued_behind > 0) {
+      line = "Queued behind " + number.format(status.queued_behind) + " run" +
+        (status.queued_behind === 1 ? "" : "s") + " of this project";
+    } else if (status.queued_behind === 0) {
+      line = "Queued: starting as soon as a simulator process is free";
+    }
     text.textContent = line;
     window.setTimeout(poll, 1000);
   }

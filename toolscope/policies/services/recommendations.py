@@ -36,7 +36,7 @@ from toolscope.policies.models import (
     ToolGroup,
 )
 from toolscope.policies.services.audit import audit_draft_change
-from toolscope.policies.services.background import background_enqueue, background_run
+from toolscope.policies.services.background import background_enqueue, background_kind, background_run
 from toolscope.policies.services.documents import policy_document_build
 from toolscope.policies.services.simulation import (
     catalog_costs,
@@ -70,7 +70,8 @@ def recommendation_start(*, project: Project, days: int, limit: int, user: Any =
 
 
 def recommendation_run(*, recommendation_id: int) -> Recommendation | None:
-    """Compute a pending recommendation; None when it is gone or another worker has it."""
+    """Compute a pending recommendation; None when it is gone, another worker has it, or it waits
+    for one of its project's slots (services/background.py)."""
     return background_run(Recommendation, recommendation_id, _compute)
 
 
@@ -78,6 +79,9 @@ def _compute(run: Recommendation) -> dict[str, Any]:
     def progress(done: int, total: int) -> None:
         Recommendation.objects.filter(pk=run.pk).update(candidates_done=done, candidates_total=total)
     return policy_recommendations(project=run.project, days=run.days, limit=run.limit, progress=progress)
+
+
+background_kind(Recommendation, task=RUN_TASK, work=_compute)
 
 
 def policy_recommendations(*, project: Project, days: int = 14, limit: int = 2000,

@@ -27,7 +27,7 @@ from toolscope_agent.engine.simulation import Simulation as Replayed
 
 from toolscope.policies.models import Policy, PolicyVersion, Simulation, SimulationStatus, SimulationTurns
 from toolscope.policies.selectors import policy_label_version
-from toolscope.policies.services.background import background_enqueue, background_run
+from toolscope.policies.services.background import background_enqueue, background_kind, background_run
 from toolscope.policies.services.documents import policy_document_build
 from toolscope.policies.services.simulation import (
     simulation_replayer,
@@ -82,7 +82,9 @@ def simulation_cancel(*, simulation: Simulation) -> bool:
 
 
 def simulation_run(*, simulation_id: int) -> Simulation | None:
-    """Run a pending simulation to its end; None when it is gone or another worker has it."""
+    """Run a pending simulation to its end; None when it is gone, another worker has it, or it
+    waits for one of its project's slots (services/background.py: then it is queued again, or
+    its project's older run is run first)."""
     return background_run(Simulation, simulation_id, _replay)
 
 
@@ -106,6 +108,9 @@ def _replay(simulation: Simulation) -> dict[str, Any] | None:
     SimulationTurns.objects.update_or_create(simulation=simulation, defaults={
         "sessions": list(summary.session_index), "rows": summary.turn_rows})
     return summary.as_json(sessions=len(rows), seconds=time.monotonic() - started)
+
+
+background_kind(Simulation, task=RUN_TASK, work=_replay)
 
 
 def _chunks(rows: list[tuple[int, str, datetime]]) -> Iterator[list[tuple[int, str, datetime]]]:

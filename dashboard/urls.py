@@ -44,6 +44,8 @@ urlpatterns = [
     path("p/<slug:slug>/policy/simulations/", simulations.policy_simulations, name="policy_simulations"),
     path("p/<slug:slug>/policy/recommendations/<int:recommendation_id>/status.json",
          simulations.policy_recommendation_status, name="policy_recommendation_status"),
+    path("p/<slug:slug>/policy/recommendations/start/", simulations.policy_recommendation_start,
+         name="policy_recommendation_start"),
     path("p/<slug:slug>/policy/recommendations/apply/", simulations.policy_recommendation_apply,
          name="policy_recommendation_apply"),
     path("p/<slug:slug>/policy/simulations/<int:simulation_id>/", simulations.policy_simulation,

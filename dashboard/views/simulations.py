@@ -1,7 +1,8 @@
 """Simulation pages: replay the draft or a published version on recorded sessions, watch it run
 (a progress bar polling the status JSON), and read what it would have saved and broken.
 
-Members read simulations; editors start and cancel them. The work runs in a worker
+Members read simulations and recommendations; editors start them (a POST: reading a page never
+starts background work) and cancel simulations. The work runs in a worker
 (toolscope/policies/services/simulation_runs.py); these views parse, call, render.
 """
 
@@ -101,14 +102,16 @@ def policy_simulations(request: HttpRequest, access: ProjectAccess) -> HttpRespo
 
 
 def _recommendations(request: HttpRequest, access: ProjectAccess) -> dict[str, Any]:
-    """The recommendation section: its form, and once asked for (?recommend-days=…) the run
-    computing the candidates (a progress bar), or its candidates."""
-    form = RecommendationForm(request.GET if "recommend-days" in request.GET else None)
-    if not form.is_bound or not form.is_valid():
+    """The recommendation section: its form (editors start a run with a POST, see
+    policy_recommendation_start), and the run asked for (?recommendation=<id>, else the project's
+    latest): waiting for its turn, computing the candidates (a progress bar), or its candidates.
+    Reading the page never starts anything."""
+    runs = Recommendation.objects.filter(project=access.project)
+    pk = request.GET.get("recommendation", "")
+    run = runs.filter(pk=pk).first() if pk.isdigit() else runs.order_by("-created_at", "-pk").first()
+    form = RecommendationForm(initial={"days": run.days, "limit": run.limit} if run is not None else None)
+    if run is None:
         return {"recommend_form": form, "recommendation": None}
-    run, _ = recommendation_start(project=access.project, days=form.cleaned_data["days"],
-                                  limit=form.cleaned_data["limit"], user=request.user,
-                                  retry="recommend-retry" in request.GET)
     context: dict[str, Any] = {"recommend_form": form, "recommendation": run,
                                "recommendation_queued_behind": background_queue_position(run)}
     if run.status == SimulationStatus.DONE:
@@ -117,6 +120,21 @@ def _recommendations(request: HttpRequest, access: ProjectAccess) -> dict[str, A
         chart = charts.recommendation_curve(found["candidates"], found["front"], found["recommended"])
         context.update(recommendations=found, front=front, curve=charts.chart_json(chart) if front else None)
     return context
+
+
+@project_view(min_role=Role.EDITOR)
+@require_POST
+def policy_recommendation_start(request: HttpRequest, access: ProjectAccess) -> HttpResponse:
+    """Queue the recommendation for the form's window (or reopen the one made), then show it.
+    `retry` starts a failed one afresh."""
+    form = RecommendationForm(request.POST)
+    if not form.is_valid():
+        return HttpResponse("Choose a number of days and at most 5,000 sessions.", status=400)
+    run, _ = recommendation_start(project=access.project, days=form.cleaned_data["days"],
+                                  limit=form.cleaned_data["limit"], user=request.user,
+                                  retry="recommend-retry" in request.POST)
+    url = reverse("dashboard:policy_simulations", args=[access.project.slug])
+    return redirect(f"{url}?recommendation={run.pk}")
 
 
 @project_view(min_role=Role.EDITOR)

@@ -1,6 +1,7 @@
-"""Recommendations on the Simulate tab: computed in a worker with progress (candidates learnt on
-older sessions and scored on newer ones), the Pareto curve, and a point applied to the draft in
-one click (editors), audited; tenancy as everywhere."""
+"""Recommendations on the Simulate tab: started by an editor's POST (reading a page never starts
+one), computed in a worker with progress (candidates learnt on older sessions and scored on newer
+ones), the Pareto curve, and a point applied to the draft in one click (editors), audited;
+tenancy as everywhere."""
 
 from __future__ import annotations
 
@@ -40,17 +41,31 @@ def recorded(project):
 WINDOW = {"recommend-days": 7, "recommend-limit": 100}
 
 
-def page(client, project, **params):
-    query = {**WINDOW, **params}
+def page(client, project, run: Recommendation | None = None, **params):
+    """The Simulate tab, showing `run` (else the project's latest recommendation)."""
+    query = {"recommendation": run.pk, **params} if run is not None else params
     return client.get(reverse("dashboard:policy_simulations", args=[project.slug]), query)
 
 
-def computed(client, project, capture) -> Recommendation:
-    """Ask for the recommendations (queued, shown with a progress bar), then run the worker's task."""
+def start(client, project, **params):
+    return client.post(reverse("dashboard:policy_recommendation_start", args=[project.slug]), {**WINDOW, **params})
+
+
+def started(client, project, capture, **params) -> Recommendation:
+    """An editor asks for the recommendations (a POST): queued, then shown with a progress bar."""
     with capture(execute=False) as queued:
-        running = page(client, project)
-    run = running.context["recommendation"]
-    assert len(queued) == 1 and run.status == "pending" and b"data-progress" in running.content
+        response = start(client, project, **params)
+    run = Recommendation.objects.filter(project=project).latest("created_at")
+    assert response.status_code == 302 and response["Location"].endswith(f"?recommendation={run.pk}")
+    assert len(queued) == 1 and run.status == "pending"
+    return run
+
+
+def computed(client, project, capture) -> Recommendation:
+    """Ask for the recommendations, see the progress bar, then run the worker's task."""
+    run = started(client, project, capture)
+    running = page(client, project, run)
+    assert running.context["recommendation"] == run and b"data-progress" in running.content
     status = reverse("dashboard:policy_recommendation_status", args=[project.slug, run.pk])
     assert client.get(status).json() == {"status": "pending", "progress": 0.0, "done": 0, "total": 0,
                                          "eta_seconds": None, "queued_behind": 0}
@@ -61,9 +76,9 @@ def computed(client, project, capture) -> Recommendation:
 
 
 def test_the_recommendation_learns_on_older_sessions_and_scores_on_newer_ones(
-        viewer_client, project, recorded, django_capture_on_commit_callbacks):
-    computed(viewer_client, project, django_capture_on_commit_callbacks)
-    response = page(viewer_client, project)  # reopens the finished run: nothing queued again
+        editor_client, viewer_client, project, recorded, django_capture_on_commit_callbacks):
+    computed(editor_client, project, django_capture_on_commit_callbacks)
+    response = page(viewer_client, project)  # a viewer reads the latest one; nothing is queued again
     assert Recommendation.objects.filter(project=project).count() == 1
     found = response.context["recommendations"]
     assert (found["sessions"], found["fit"], found["held_out"]) == (24, 12, 12)
@@ -73,14 +88,36 @@ def test_the_recommendation_learns_on_older_sessions_and_scores_on_newer_ones(
     # 12 x 800 advertised.
     assert best["miss_rate"] == 0.0 and best["saved_share"] == (9600 - (8 * 200 + 4 * 500)) / 9600
     assert response.context["curve"] and b"data-apply" not in response.content  # a viewer cannot apply
+    assert b"data-recommend>" not in response.content  # nor start one
 
 
-def test_new_sessions_make_a_new_recommendation(viewer_client, project, recorded, django_capture_on_commit_callbacks):
-    first = computed(viewer_client, project, django_capture_on_commit_callbacks)
-    make_session(project)
+def test_reading_the_page_never_starts_a_run(viewer_client, editor_client, project, recorded,
+                                             django_capture_on_commit_callbacks):
+    # Issue 24, item 6: a viewer (or any page a member opens) started runs with a plain GET.
     with django_capture_on_commit_callbacks(execute=False) as queued:
-        again = page(viewer_client, project).context["recommendation"]
-    assert again.pk != first.pk and again.status == "pending" and len(queued) == 1
+        for client in (viewer_client, editor_client):
+            shown = page(client, project, **WINDOW, **{"recommend-retry": 1})
+            assert shown.status_code == 200 and shown.context["recommendation"] is None
+        assert start(viewer_client, project).status_code == 403  # starting one is an editor's POST
+        assert editor_client.get(reverse("dashboard:policy_recommendation_start", args=[project.slug]),
+                                 WINDOW).status_code == 405
+    assert not queued and not Recommendation.objects.exists()
+    assert start(editor_client, project, **{"recommend-limit": 10}).status_code == 400  # under the minimum
+    assert not Recommendation.objects.exists()
+
+
+def test_asking_again_reopens_the_run_and_new_sessions_make_a_new_one(
+        editor_client, project, recorded, django_capture_on_commit_callbacks):
+    first = computed(editor_client, project, django_capture_on_commit_callbacks)
+    with django_capture_on_commit_callbacks(execute=False) as queued:
+        assert start(editor_client, project)["Location"].endswith(f"?recommendation={first.pk}")
+    assert not queued
+    make_session(project)
+    again = started(editor_client, project, django_capture_on_commit_callbacks)
+    assert again.pk != first.pk
+    # The form shows the run's window.
+    form = page(editor_client, project, again).context["recommend_form"]
+    assert (form["days"].value(), form["limit"].value()) == (7, 100)
 
 
 def test_an_editor_applies_a_point_to_the_draft(editor_client, project, recorded, django_capture_on_commit_callbacks):
@@ -107,32 +144,46 @@ def test_a_viewer_cannot_apply_and_an_unknown_point_or_run_is_refused(
     assert viewer_client.post(url, {"name": "always-on top 2", "recommendation": run.pk}).status_code == 403
     assert editor_client.post(url, {"name": "no such point", "recommendation": run.pk}).status_code == 400
     assert editor_client.post(url, {"name": "always-on top 2", "recommendation": "x"}).status_code == 400
-    # Another project's run is not this project's: neither applied nor its status read.
+    # Another project's run is not this project's: neither applied, shown nor its status read.
     foreign = Recommendation.objects.create(project=other_project, key="k", days=7, limit=100, status="done",
                                             result=run.result)
     assert editor_client.post(url, {"name": "always-on top 2", "recommendation": foreign.pk}).status_code == 400
     status = reverse("dashboard:policy_recommendation_status", args=[project.slug, foreign.pk])
     assert editor_client.get(status).status_code == 404
+    assert page(editor_client, project, foreign).context["recommendation"] is None
 
 
-def test_a_failed_run_says_so_and_is_retried_only_when_asked(viewer_client, project, recorded,
+def test_a_failed_run_says_so_and_is_retried_only_when_asked(viewer_client, editor_client, project, recorded,
                                                              django_capture_on_commit_callbacks):
-    with django_capture_on_commit_callbacks(execute=False):
-        run = page(viewer_client, project).context["recommendation"]
+    run = started(editor_client, project, django_capture_on_commit_callbacks)
     Recommendation.objects.filter(pk=run.pk).update(status="failed", error="MemoryError")
     shown = page(viewer_client, project)
     assert shown.context["recommendation"].pk == run.pk and b"MemoryError" in shown.content
+    assert b"data-recommend-retry" not in shown.content  # a viewer cannot retry
+    assert b"data-recommend-retry" in page(editor_client, project).content
     with django_capture_on_commit_callbacks(execute=False) as queued:
-        retried = page(viewer_client, project, **{"recommend-retry": 1}).context["recommendation"]
-    assert retried.pk != run.pk and retried.status == "pending" and len(queued) == 1
+        assert start(editor_client, project)["Location"].endswith(f"?recommendation={run.pk}")  # not retried
+    assert not queued
+    retried = started(editor_client, project, django_capture_on_commit_callbacks, **{"recommend-retry": 1})
+    assert retried.pk != run.pk and retried.status == "pending"
 
 
-def test_too_few_sessions_say_so(viewer_client, project, django_capture_on_commit_callbacks):
+def test_a_waiting_run_says_how_many_runs_are_ahead(editor_client, project, recorded,
+                                                    django_capture_on_commit_callbacks):
+    # Issue 24, item 6: a project runs SIMULATIONS_PER_PROJECT at once; the others wait, visibly.
+    ahead = started(editor_client, project, django_capture_on_commit_callbacks)
+    Recommendation.objects.filter(pk=ahead.pk).update(status="running", started_at=timezone.now())
+    waiting = started(editor_client, project, django_capture_on_commit_callbacks, **{"recommend-days": 14})
+    assert "Queued behind 1 run of this project" in page(editor_client, project, waiting).content.decode()
+    status = reverse("dashboard:policy_recommendation_status", args=[project.slug, waiting.pk])
+    assert editor_client.get(status).json()["queued_behind"] == 1
+
+
+def test_too_few_sessions_say_so(editor_client, project, django_capture_on_commit_callbacks):
     make_policy(project)
-    with django_capture_on_commit_callbacks(execute=False):
-        run = page(viewer_client, project).context["recommendation"]
+    run = started(editor_client, project, django_capture_on_commit_callbacks)
     recommendation_run(recommendation_id=run.pk)
-    response = page(viewer_client, project)
+    response = page(editor_client, project)
     assert response.context["recommendations"]["sessions"] == 0 and b"Too few sessions" in response.content
 
 

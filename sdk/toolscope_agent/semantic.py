@@ -36,6 +36,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from toolscope_agent.engine.bytecache import ByteDict
 from toolscope_agent.engine.search import (
     DEFAULT_RANKER,
     MAX_TOP_K,
@@ -56,7 +57,7 @@ RRF_K = 60
 LEXICAL_WEIGHT = 1.0
 SEMANTIC_WEIGHT = 1.0
 FUSION_DEPTH = 100  # how deep each list goes into the fusion
-_TEXT_CACHE_LIMIT = 50_000
+_TEXT_CACHE_BYTES = 64 * 1024 * 1024  # texts and their vectors (engine/bytecache.py)
 _BATCH = 32
 
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
@@ -307,7 +308,7 @@ class SemanticRanker:
             raise SemanticModelError(f"semantic model directory {str(path)!r} has no {', '.join(missing)}")
         self.path = path
         self._encoder = _Encoder(path)
-        self._vectors: dict[str, Any] = {}
+        self._vectors: ByteDict[str, Any] = ByteDict(_TEXT_CACHE_BYTES)
         self._lock = threading.Lock()
 
     def embed(self, texts: Sequence[str]) -> Any:
@@ -316,20 +317,18 @@ class SemanticRanker:
 
     def tool_embeddings(self, texts: Sequence[str]) -> Any:
         """Embeddings of tool texts, one row per text. Each distinct text is embedded once and kept
-        (up to _TEXT_CACHE_LIMIT texts, then the cache starts over), so a catalog that gains,
-        loses or reorders tools only embeds its new texts."""
+        (up to _TEXT_CACHE_BYTES of texts and vectors, then the cache starts over), so a catalog
+        that gains, loses or reorders tools only embeds its new texts."""
         import numpy as np
 
         with self._lock:
-            known = {text: self._vectors[text] for text in texts if text in self._vectors}
+            known = {text: vector for text in texts if (vector := self._vectors.get(text)) is not None}
         missing = [text for text in dict.fromkeys(texts) if text not in known]
         if missing:
             fresh = self.embed(missing)
             known.update(zip(missing, fresh, strict=True))
-            with self._lock:
-                if len(self._vectors) + len(missing) > _TEXT_CACHE_LIMIT:
-                    self._vectors.clear()
-                self._vectors.update(zip(missing, fresh, strict=True))
+            for text, vector in zip(missing, fresh, strict=True):
+                self._vectors.add(text, vector, 2 * len(text) + vector.nbytes + 200)
         if not texts:
             return np.zeros((0, self._encoder.dimension), dtype=np.float32)
         return np.stack([known[text] for text in texts])

@@ -7,6 +7,7 @@ import sys
 
 import pytest
 from toolscope_agent.engine import selection
+from toolscope_agent.engine.bytecache import ByteDict
 from toolscope_agent.engine.selection import (
     FALLBACK_TEXT_LIMIT,
     SessionState,
@@ -29,7 +30,7 @@ def rules_policy(regex: str, keywords: list[str] | None = None) -> dict:
 def without_re2(monkeypatch):
     """The engine as the SDK's plain install runs it: no RE2, so `re` on the bounded text."""
     monkeypatch.setattr(selection, "re2", None)
-    monkeypatch.setattr(selection, "_RULE_CACHE", {})
+    monkeypatch.setattr(selection, "_RULE_CACHE", ByteDict(1 << 20))
 
 
 def test_rules_run_on_re2_where_it_is_installed():

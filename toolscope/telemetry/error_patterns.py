@@ -19,11 +19,11 @@ output; `^` anchors at the start of the output. They are checked like context-ru
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
 import re2
 from django.core.exceptions import ValidationError
+from toolscope_agent.engine.bytecache import byte_lru_cache
 
 from toolscope.policies.services.regex_safety import regex_problem
 
@@ -85,7 +85,7 @@ class Classification:
     unflagged: bool = False
 
 
-@lru_cache(maxsize=256)
+@byte_lru_cache(8 * 1024 * 1024)  # bounded by bytes (toolscope_agent.engine.bytecache)
 def _compiled(regex: str) -> Any:
     options = re2.Options()
     options.log_errors = False

@@ -19,6 +19,7 @@ import re
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from toolscope_agent.engine.bytecache import ByteDict, ByteLRU
 from toolscope_agent.engine.compaction import RETRIEVE_TOOL_NAME
 from toolscope_agent.engine.tokens import TokenCounter, tools_tokens
 
@@ -73,10 +74,10 @@ MENU_SENTENCE_LIMIT = 160
 
 _PARAGRAPH_BREAK = re.compile(r"\n\s*\n")
 _SENTENCE_END = re.compile(r"[.!?](?=\s|$)")
-_SENTENCE_CACHE: dict[tuple[str, int], str] = {}
-_CACHE_LIMIT = 8192
-_MENU_CACHE: dict[tuple[tuple[str, ...], tuple[str, ...]], tuple[list[str], dict[str, int]]] = {}
-_MENU_CACHE_LIMIT = 32
+# Bounded by bytes (engine/bytecache.py): a key holds a whole description, or a whole catalog's.
+_SENTENCE_CACHE: ByteDict[tuple[str, int], str] = ByteDict(8 * 1024 * 1024)
+_MENU_CACHE: ByteLRU[tuple[tuple[str, ...], tuple[str, ...]], tuple[list[str], dict[str, int]]] = ByteLRU(
+    32 * 1024 * 1024)
 
 
 def _description(tool: Mapping[str, Any]) -> str:
@@ -87,14 +88,6 @@ def _description(tool: Mapping[str, Any]) -> str:
 def _schema(tool: Mapping[str, Any]) -> Mapping[str, Any]:
     schema = tool.get("input_schema")
     return schema if isinstance(schema, Mapping) else {}
-
-
-def _bounded_put(cache: dict[Any, str], key: Any, value: str) -> str:
-    """Memoise with a bound, so a long-lived server process does not grow without limit."""
-    if len(cache) >= _CACHE_LIMIT:
-        cache.clear()
-    cache[key] = value
-    return value
 
 
 def first_sentence(text: str, limit: int = MENU_SENTENCE_LIMIT) -> str:
@@ -116,7 +109,7 @@ def first_sentence(text: str, limit: int = MENU_SENTENCE_LIMIT) -> str:
         cut = sentence[: limit - 1]
         space = cut.rfind(" ")
         sentence = (cut[:space] if space > limit // 2 else cut).rstrip(" ,;:") + "…"
-    return _bounded_put(_SENTENCE_CACHE, key, sentence)
+    return _SENTENCE_CACHE.add(key, sentence, 2 * (len(text) + len(sentence)) + 200)
 
 
 def _inactive_line(name: str, description: str) -> str:
@@ -134,10 +127,8 @@ def _inactive_lines(names: tuple[str, ...], descriptions: tuple[str, ...]) -> tu
     key = (names, descriptions)
     cached = _MENU_CACHE.get(key)
     if cached is None:
-        if len(_MENU_CACHE) >= _MENU_CACHE_LIMIT:  # clear, not evict: safe under threads, and rare
-            _MENU_CACHE.clear()
         lines = list(map(_inactive_line, names, descriptions))
-        cached = _MENU_CACHE[key] = (lines, {name: index for index, name in enumerate(names)})
+        cached = _MENU_CACHE.put(key, (lines, {name: index for index, name in enumerate(names)}))
     return cached
 
 

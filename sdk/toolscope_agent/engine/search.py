@@ -19,8 +19,8 @@ An unknown version (a document from a newer server) ranks with the default: the 
 results, and `ranker_for` says which ranking it used.
 
 Speed: an index is built once per catalog content, history and ranker; `search_tools` keeps the
-last few, keyed by the (name, description) pairs, a digest of the history (computed once per
-history object) and the ranker.
+last few (up to 64 MB of indexes and the catalogs they hold), keyed by the (name, description)
+pairs, a digest of the history (computed once per history object) and the ranker.
 """
 
 from __future__ import annotations
@@ -34,13 +34,16 @@ from operator import itemgetter
 from typing import Any, Protocol
 
 from toolscope_agent.engine import ranking, ranking_fuzzy
+from toolscope_agent.engine.bytecache import ByteDict, ByteLRU
 from toolscope_agent.engine.render import first_sentence
 
 DEFAULT_TOP_K = 8
 MAX_TOP_K = 20
 DEFAULT_RANKER = ranking.VERSION
 LEGACY_RANKER = ranking_fuzzy.VERSION
-_INDEX_CACHE_LIMIT = 8
+# Bounded by bytes (engine/bytecache.py): an index holds its catalog, a history key its history.
+_INDEX_CACHE_BYTES = 64 * 1024 * 1024
+_HISTORY_CACHE_BYTES = 8 * 1024 * 1024
 _ENUM_SHOWN = 8
 
 
@@ -146,7 +149,7 @@ def _as_int(value: Any, default: int) -> int:
         return default
 
 
-_INDEXES: dict[tuple[Any, ...], SearchIndex] = {}
+_INDEXES: ByteLRU[tuple[Any, ...], SearchIndex] = ByteLRU(_INDEX_CACHE_BYTES)
 _GET_NAME = itemgetter("name")
 _GET_DESCRIPTION = itemgetter("description")
 
@@ -170,13 +173,20 @@ def search_index(catalog: Sequence[Mapping[str, Any]], ranker: str = DEFAULT_RAN
         key = (ranker, _history_key(history), tuple(name for name, _ in pairs), tuple(text for _, text in pairs))
         index = _INDEXES.get(key)
     if index is None:
-        if len(_INDEXES) >= _INDEX_CACHE_LIMIT:  # clear, not evict: safe under threads, and rare
-            _INDEXES.clear()
-        index = _INDEXES[key] = SearchIndex(catalog, ranker=ranker, history=history)
+        index = _INDEXES.put(key, SearchIndex(catalog, ranker=ranker, history=history), _index_bytes(key))
     return index
 
 
-_HISTORY_KEYS: dict[int, tuple[Any, str]] = {}
+def _index_bytes(key: tuple[Any, ...]) -> int:
+    """An index's weight in the cache, estimated without walking it (that cost more than building
+    a small catalog's index): its key's texts twice (the key, the catalog it holds) and 1.5 kB of
+    postings and schema per tool; tests/engine/test_bytecache.py measures it against tracemalloc."""
+    names, descriptions = key[-2], key[-1]
+    texts = sum(len(text) for text in (*names, *descriptions) if isinstance(text, str))
+    return 2 * (texts + 120 * len(names)) + 1500 * len(names) + len(key[1])
+
+
+_HISTORY_KEYS: ByteDict[int, tuple[Any, str]] = ByteDict(_HISTORY_CACHE_BYTES)
 
 
 def _history_key(history: Mapping[str, Sequence[str]] | None) -> str:
@@ -189,10 +199,9 @@ def _history_key(history: Mapping[str, Sequence[str]] | None) -> str:
     if cached is not None and cached[0] is history:
         return cached[1]
     texts = [(name, list(texts) if isinstance(texts, (list, tuple)) else []) for name, texts in history.items()]
-    digest = hashlib.sha256(json.dumps(texts, ensure_ascii=False, default=str).encode()).hexdigest()
-    if len(_HISTORY_KEYS) >= _INDEX_CACHE_LIMIT:
-        _HISTORY_KEYS.clear()
-    _HISTORY_KEYS[id(history)] = (history, digest)
+    serialized = json.dumps(texts, ensure_ascii=False, default=str)
+    digest = hashlib.sha256(serialized.encode()).hexdigest()
+    _HISTORY_KEYS.add(id(history), (history, digest), 2 * len(serialized) + 1000)
     return digest
 
 

@@ -42,6 +42,7 @@ from itertools import compress
 from operator import itemgetter, not_
 from typing import Any, Protocol, TypeVar
 
+from toolscope_agent.engine.bytecache import ByteDict
 from toolscope_agent.engine.render import SEARCH_TOOL_NAME, menu_from_names
 
 try:
@@ -54,7 +55,7 @@ DEFAULT_MODE = "all"
 DEFAULT_HINT_PREFIX = "$"
 _STATE_FORMAT = 1
 _HINT_NAME = r"([A-Za-z0-9_.-]+)"
-_CACHE_LIMIT = 2048
+_CACHE_BYTES = 16 * 1024 * 1024
 _V = TypeVar("_V")
 # Without RE2, a rule's regex sees this many characters of the message. Python's `re` backtracks:
 # a pattern like `\w*\w*!` costs O(n^3) on a text of n characters, and publishing's static check
@@ -73,22 +74,26 @@ class RuleRegex(Protocol):
 
 # Compiled once per pattern (and once per keyword list): rules are re-applied on every turn.
 # None records a pattern that does not compile, so it is not retried either.
-_REGEX_CACHE: dict[str, re.Pattern[str] | None] = {}
-_RULE_CACHE: dict[str, RuleRegex | None] = {}
-_KEYWORD_CACHE: dict[tuple[str, ...], re.Pattern[str] | None] = {}
-_HINT_CACHE: dict[str, re.Pattern[str]] = {}
+# Bounded by bytes (engine/bytecache.py): a compiled program grows with its pattern.
+_REGEX_CACHE: ByteDict[str, re.Pattern[str] | None] = ByteDict(_CACHE_BYTES)
+_RULE_CACHE: ByteDict[str, RuleRegex | None] = ByteDict(_CACHE_BYTES)
+_KEYWORD_CACHE: ByteDict[tuple[str, ...], re.Pattern[str] | None] = ByteDict(_CACHE_BYTES)
+_HINT_CACHE: ByteDict[str, re.Pattern[str]] = ByteDict(_CACHE_BYTES)
 
 
-def _cached(cache: dict[str, _V], pattern: str, build: Callable[[str], _V]) -> _V:
+def _pattern_bytes(pattern: str | tuple[str, ...]) -> int:
+    """An estimate of a compiled pattern's weight with its key."""
+    text = pattern if isinstance(pattern, str) else "".join(pattern)
+    return 40 * len(text) + 2000
+
+
+def _cached(cache: ByteDict[str, _V], pattern: str, build: Callable[[str], _V]) -> _V:
     """`cache[pattern]`, built (and the cache emptied first when full) on a miss."""
     try:
         return cache[pattern]
     except KeyError:
         pass
-    if len(cache) >= _CACHE_LIMIT:
-        cache.clear()
-    value = cache[pattern] = build(pattern)
-    return value
+    return cache.add(pattern, build(pattern), _pattern_bytes(pattern))
 
 
 def _compile_re(pattern: str) -> re.Pattern[str] | None:
@@ -146,18 +151,13 @@ def keyword_pattern(keywords: tuple[str, ...]) -> re.Pattern[str] | None:
         return cached
     words = [r"\s+".join(re.escape(part) for part in word.split()) for word in keywords if word.strip()]
     pattern = _compiled(r"(?<!\w)(?:" + "|".join(words) + r")(?!\w)") if words else None
-    if len(_KEYWORD_CACHE) >= _CACHE_LIMIT:
-        _KEYWORD_CACHE.clear()
-    _KEYWORD_CACHE[keywords] = pattern
-    return pattern
+    return _KEYWORD_CACHE.add(keywords, pattern, _pattern_bytes(keywords))
 
 
 def _hint_pattern(prefix: str) -> re.Pattern[str]:
     pattern = _HINT_CACHE.get(prefix)
     if pattern is None:
-        if len(_HINT_CACHE) >= _CACHE_LIMIT:
-            _HINT_CACHE.clear()
-        pattern = _HINT_CACHE[prefix] = re.compile(re.escape(prefix) + _HINT_NAME)
+        pattern = _HINT_CACHE.add(prefix, re.compile(re.escape(prefix) + _HINT_NAME), _pattern_bytes(prefix))
     return pattern
 
 

@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from functools import lru_cache
 
 import snowballstemmer  # type: ignore[import-untyped]
+
+from toolscope_agent.engine.bytecache import ByteDict
 
 _CHUNK = re.compile(r"[^\W_]+")  # runs of letters and digits, in any script
 _ASCII_PART = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")  # camelCase, HTTPServer, s3
@@ -41,10 +42,16 @@ which while who whom whose why will with within without would you your yours you
 _stemmer = snowballstemmer.stemmer("english")
 
 
-@lru_cache(maxsize=1 << 16)
+# Bounded by bytes (engine/bytecache.py): a "word" may be a whole base64 blob.
+_STEMS: ByteDict[str, str] = ByteDict(4 * 1024 * 1024)
+
+
 def stem(word: str) -> str:
     """The Snowball English stem of a lowercase word."""
-    return str(_stemmer.stemWord(word))
+    found = _STEMS.get(word)
+    if found is None:
+        found = _STEMS.add(word, str(_stemmer.stemWord(word)), 4 * len(word) + 150)
+    return found
 
 
 def words(text: str) -> Iterator[str]:
@@ -62,8 +69,7 @@ def words(text: str) -> Iterator[str]:
 
 
 # word as written -> its term, "" when dropped: indexing meets the same words again and again.
-_TERMS: dict[str, str] = {}
-_TERMS_LIMIT = 1 << 17
+_TERMS: ByteDict[str, str] = ByteDict(16 * 1024 * 1024)
 
 
 def terms(text: str) -> list[str]:
@@ -73,9 +79,7 @@ def terms(text: str) -> list[str]:
     for part in parts:
         term = _TERMS.get(part)
         if term is None:
-            if len(_TERMS) >= _TERMS_LIMIT:  # clear, not evict: safe under threads, and rare
-                _TERMS.clear()
-            term = _TERMS[part] = _term(part.lower())
+            term = _TERMS.add(part, _term(part.lower()), 4 * len(part) + 150)
         if term:
             found.append(term)
     return found

@@ -25,13 +25,13 @@ before it in the same export, else to that same fallback index.
 from __future__ import annotations
 
 import copy
-import functools
 import json
 from collections import defaultdict
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
+from toolscope_agent.engine.bytecache import byte_lru_cache
 from toolscope_agent.engine.schemas import schema_hash
 
 from toolscope.telemetry.otlp.decode import Span
@@ -179,10 +179,16 @@ def _turn(span: Span, session: str) -> tuple[dict[str, Any], list[dict[str, Any]
     return turn, history or []
 
 
-@functools.lru_cache(maxsize=256)
+# Bytes of definition texts and what was parsed from them one process keeps (issue 24, item 6:
+# 256 entries of 3 MB each held web processes at 600-990 MB).
+DEFINITIONS_CACHE_BYTES = 32 * 1024 * 1024
+
+
+@byte_lru_cache(DEFINITIONS_CACHE_BYTES)
 def _definitions_text(raw: str) -> tuple[tuple[dict[str, Any], str], ...] | None:
     """(definition, schema hash) of each tool of a `gen_ai.tool.definitions` string: an agent
-    sends the same text on every request, so it is parsed and hashed once."""
+    sends the same text on every request, so it is parsed and hashed once (kept while the texts
+    and their definitions weigh at most DEFINITIONS_CACHE_BYTES)."""
     try:
         parsed = read_json(raw)
     except ValueError:

@@ -23,19 +23,29 @@ app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks(["workers"])
 
 
+# How often a worker's PostgreSQL backend checks, while it runs a query or waits on a lock, that
+# the worker is still there (ms): a pool process ended at its hard time limit (toolscope/deadline.py)
+# takes its transaction and its project's lock with it within this time, not when the query ends.
+CLIENT_CONNECTION_CHECK_MS = 1000
+
+
 @worker_init.connect
 def _worker_database(**kwargs: Any) -> None:
     """A worker's PostgreSQL sessions commit asynchronously unless WORKER_SYNCHRONOUS_COMMIT (see
-    settings). Runs in the main process before the pool forks, so every pool process inherits it;
-    the option travels in the connection's startup packet, costing no query."""
+    settings), and check for a lost client (CLIENT_CONNECTION_CHECK_MS). Runs in the main process
+    before the pool forks, so every pool process inherits it; the options travel in the
+    connection's startup packet, costing no query."""
     from django.conf import settings
     from django.db import connections
 
     database = settings.DATABASES["default"]
-    if settings.WORKER_SYNCHRONOUS_COMMIT or database["ENGINE"] != "django.db.backends.postgresql":
+    if database["ENGINE"] != "django.db.backends.postgresql":
         return
+    extra = f"-c client_connection_check_interval={CLIENT_CONNECTION_CHECK_MS}"
+    if not settings.WORKER_SYNCHRONOUS_COMMIT:
+        extra += " -c synchronous_commit=off"
     options = database.setdefault("OPTIONS", {})
-    options["options"] = f"{options.get('options', '')} -c synchronous_commit=off".strip()
+    options["options"] = f"{options.get('options', '')} {extra}".strip()
     connections.close_all()  # one opened before this point would keep the old setting
 
 
@@ -47,6 +57,25 @@ def _worker_tokenizer(**kwargs: Any) -> None:
     from toolscope.tokenizer import counter
 
     counter(Encoding.O200K_BASE)  # the projects' default
+
+
+@task_prerun.connect
+def _task_deadline_start(**kwargs: Any) -> None:
+    """The task's time limits, kept by the pool process itself (toolscope/deadline.py): Celery's
+    are timers of the main process, which stop while it reconnects to a lost broker."""
+    task = kwargs.get("task")
+    if task is None or task.request.is_eager:
+        return
+    from toolscope.deadline import TASK_DEADLINE, task_limits
+
+    TASK_DEADLINE.start(*task_limits(task))
+
+
+@task_postrun.connect
+def _task_deadline_finish(**kwargs: Any) -> None:
+    from toolscope.deadline import TASK_DEADLINE
+
+    TASK_DEADLINE.finish()
 
 
 @task_prerun.connect

@@ -32,9 +32,8 @@ class PayloadTooLarge(exceptions.APIException):
     default_code = "payload_too_large"
 
 
-def _too_large() -> PayloadTooLarge:
-    limit_mb = settings.INGEST_MAX_BODY_BYTES / 1_000_000
-    return PayloadTooLarge(f"The request body exceeds the limit of {limit_mb:g} MB (decompressed).")
+def _too_large(limit: int) -> PayloadTooLarge:
+    return PayloadTooLarge(f"The request body exceeds the limit of {limit / 1_000_000:g} MB (decompressed).")
 
 
 def read_limited(stream: Any, encoding: str, limit: int) -> bytes:
@@ -53,10 +52,10 @@ def read_limited(stream: Any, encoding: str, limit: int) -> bytes:
             except zlib.error as exc:
                 raise exceptions.ParseError(f"The gzip body is corrupt: {exc}.") from None
             if inflater.unconsumed_tail:
-                raise _too_large()
+                raise _too_large(limit)
         size += len(chunk)
         if size > limit:
-            raise _too_large()
+            raise _too_large(limit)
         parts.append(chunk)
         if inflater is not None and inflater.eof:
             _expect_end(inflater, stream)
@@ -93,14 +92,16 @@ def _check_depth(body: bytes, data: Any) -> None:
 
 class LimitedJSONParser(BaseParser):
     media_type = "application/json"
+    # The setting that holds the body limit of the views this parser reads for.
+    limit_setting = "INGEST_MAX_BODY_BYTES"
 
     def parse(self, stream: Any, media_type: str | None = None, parser_context: dict[str, Any] | None = None) -> Any:
         request = (parser_context or {})["request"]
         encoding = request.META.get("HTTP_CONTENT_ENCODING", "").strip().lower()
-        limit = settings.INGEST_MAX_BODY_BYTES
+        limit = getattr(settings, self.limit_setting)
         declared = request.META.get("CONTENT_LENGTH")
         if encoding != "gzip" and declared and declared.isdigit() and int(declared) > limit:
-            raise _too_large()
+            raise _too_large(limit)
         body = read_limited(stream, encoding, limit) if stream is not None else b""
         _check_containers(body)
         try:
@@ -109,3 +110,9 @@ class LimitedJSONParser(BaseParser):
             raise exceptions.ParseError(f"The body is not valid JSON: {exc}.") from None
         _check_depth(body, data)
         return data
+
+
+class TranscriptJSONParser(LimitedJSONParser):
+    """A whole session in one body (POST /api/v1/transcripts): TRANSCRIPT_MAX_BODY_BYTES."""
+
+    limit_setting = "TRANSCRIPT_MAX_BODY_BYTES"

@@ -111,7 +111,10 @@ class EventResultSerializer(serializers.Serializer):
 
 
 class IngestResponseSerializer(serializers.Serializer):
-    batch_id = serializers.IntegerField(allow_null=True)
+    batch_id = serializers.IntegerField(allow_null=True, help_text="The (first) batch stored; null if none was.")
+    batch_ids = serializers.ListField(child=serializers.IntegerField(), help_text=(
+        "Every batch stored, in order: one for /ingest, as many as a transcript's events need (at most "
+        "1,000 events each), all stored in one transaction. Empty if nothing was stored."))
     accepted = serializers.IntegerField()
     duplicates = serializers.IntegerField()
     rejected = serializers.IntegerField()

@@ -3,8 +3,10 @@
 A chunked request has no Content-Length. Django reads a body only as far as CONTENT_LENGTH says
 and DRF treats a missing one as no body at all, so a chunked POST arrived empty. The server
 (granian, gunicorn) has already removed the chunk framing and marks the input as ending at the
-body's end (`wsgi.input_terminated`); this layer reads it, at most INGEST_MAX_BODY_BYTES, and
-hands Django the body with its length. A longer body is answered 413 here, as JSON.
+body's end (`wsgi.input_terminated`); this layer reads it, at most the largest body any view takes
+(INGEST_MAX_BODY_BYTES, or TRANSCRIPT_MAX_BODY_BYTES for a whole transcript), and hands Django the
+body with its length; the view's parser then holds it to its own limit (api/parsers.py). A longer
+body is answered 413 here, as JSON.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ def chunked_bodies(app: WSGIApp) -> WSGIApp:
             # A server that leaves the input open past the body: reading to its end would hang.
             return _answer(start_response, "411 Length Required", "A chunked body needs a server that ends it; "
                            "send Content-Length.", "length_required")
-        limit = settings.INGEST_MAX_BODY_BYTES
+        limit = max(settings.INGEST_MAX_BODY_BYTES, settings.TRANSCRIPT_MAX_BODY_BYTES)
         body = _read(environ["wsgi.input"], limit + 1)
         if len(body) > limit:
             return _answer(start_response, "413 Payload Too Large",

@@ -290,6 +290,14 @@ LOGOUT_REDIRECT_URL = "dashboard:login"
 # --- API ------------------------------------------------------------------------------------
 INGEST_MAX_BODY_BYTES = env_int("INGEST_MAX_BODY_BYTES", 5_000_000, minimum=1024)
 INGEST_MAX_EVENTS = env_int("INGEST_MAX_EVENTS", 1000, minimum=1)
+# POST /api/v1/transcripts: a whole session in one request, stored as batches of at most
+# INGEST_MAX_EVENTS events in one transaction. At most this many tool calls (and as many model
+# requests), and a body of at most this many bytes: 10,000 calls of ~3 KB. A web worker holding
+# one peaks at about three times its size more (bench/session_detail.py: 12 MB, +80 MB), so 32 MB
+# keeps it under the 300 MB tests/deploy/test_attacks.py holds it to. Its JSON containers stay
+# far under INGEST_MAX_JSON_CONTAINERS (~8 a call).
+TRANSCRIPT_MAX_CALLS = env_int("TRANSCRIPT_MAX_CALLS", 10_000, minimum=1)
+TRANSCRIPT_MAX_BODY_BYTES = env_int("TRANSCRIPT_MAX_BODY_BYTES", 32_000_000, minimum=1024)
 # JSON objects and arrays one request body may hold (what parsing it costs in memory, ~100 bytes
 # each); counted before the body is parsed (api/parsers.py).
 INGEST_MAX_JSON_CONTAINERS = env_int("INGEST_MAX_JSON_CONTAINERS", 500_000, minimum=1000)

@@ -30,6 +30,15 @@ class TranscriptError(ValueError):
         self.path = path
 
 
+class TranscriptTooLong(ValueError):
+    """A transcript holding more tool calls or model requests than one request may (`limit`)."""
+
+    def __init__(self, what: str, limit: int) -> None:
+        super().__init__(f"{what}; the limit is {limit:,} per transcript")
+        self.what = what
+        self.limit = limit
+
+
 def json_type(value: Any) -> str:
     """The JSON name of a value's type, for error messages."""
     if value is None:
@@ -157,12 +166,14 @@ class ConversationBuilder:
         self.tools = tools
         self.turns: list[Turn] = []
         self._system: list[str] = []
+        self._system_text = ""  # the parts joined: one string shared by every turn until a part is added
         self._pending: list[dict[str, str]] = []
         self._calls: dict[str, ToolCall] = {}
 
     def system(self, text: str) -> None:
         if text:
             self._system.append(text)
+            self._system_text = "\n\n".join(self._system)
 
     def user(self, text: str) -> None:
         if text:
@@ -170,7 +181,7 @@ class ConversationBuilder:
 
     def start_turn(self) -> None:
         """A model request: everything said since the previous one is new at this turn."""
-        self.turns.append(Turn("\n\n".join(self._system), self._pending))
+        self.turns.append(Turn(self._system_text, self._pending))
         self._pending = []
 
     def assistant(self, text: str) -> None:

@@ -39,11 +39,18 @@ class SessionInfo:
 
 
 def build_events(conversation: Conversation, session: SessionInfo) -> list[JSON]:
+    """The session's start, each turn followed by its calls, the session's end.
+
+    Every turn advertises the transcript's tools: one copy of the list (the body's own is never
+    handed out), shared by all turn events, as each turn's system prompt is the one string.
+    Ingest validates and redacts such a shared value once (services/ingest.py), so a session of
+    thousands of turns costs one tool list, not thousands."""
     events = [_session_event(session)]
     known = None if conversation.tools is None else {tool["name"] for tool in conversation.tools}
+    tools = copy.deepcopy(conversation.tools)
     at = _iso(session.start)  # not when the turn ran (unknown): `timed: false` says so
     for index, turn in enumerate(conversation.turns):
-        events.append(_turn_event(turn, index, conversation.tools, session, at))
+        events.append(_turn_event(turn, index, tools, session, at))
         events.extend(_call_event(call, known, session.session_id, at) for call in turn.calls)
     events.append(_session_end(session))
     return events
@@ -76,7 +83,7 @@ def _turn_event(turn: Turn, index: int, tools: list[JSON] | None, session: Sessi
     if session.model is not None:
         event["model"] = session.model
     if tools is not None:
-        event["tools"] = copy.deepcopy(tools)
+        event["tools"] = tools
     if turn.system_prompt:
         event["system_prompt"] = turn.system_prompt
     task = next((m["content"] for m in turn.messages if m["role"] == "user"), None)

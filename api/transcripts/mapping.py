@@ -12,7 +12,15 @@ from typing import Any
 from toolscope_agent.engine.schemas import canonical_json
 
 from api.transcripts import anthropic, openai_chat, openai_responses
-from api.transcripts.common import JSON, Conversation, TranscriptError, expect_object, expect_str, json_type
+from api.transcripts.common import (
+    JSON,
+    Conversation,
+    TranscriptError,
+    TranscriptTooLong,
+    expect_object,
+    expect_str,
+    json_type,
+)
 from api.transcripts.detect import ANTHROPIC, OPENAI_CHAT, OPENAI_RESPONSES, resolve_format
 from api.transcripts.events import SessionInfo, build_events
 from toolscope.telemetry.services.events import EARLIEST, LATEST
@@ -36,13 +44,16 @@ class MappedTranscript:
     events: list[JSON]
 
 
-def map_transcript(body: Any, *, received_at: datetime) -> MappedTranscript:
-    """Maps a transcript body to events; raises TranscriptError(message, path) when it is malformed."""
+def map_transcript(body: Any, *, received_at: datetime, max_calls: int | None = None) -> MappedTranscript:
+    """Maps a transcript body to events; raises TranscriptError(message, path) when it is malformed,
+    TranscriptTooLong when it holds more than `max_calls` tool calls or model requests."""
     if not isinstance(body, dict):
         raise TranscriptError("the body must be a JSON object", "")
     _check_types(body)
     transcript_format = resolve_format(body)
     conversation = PARSERS[transcript_format](body)
+    if max_calls is not None:
+        _check_length(conversation, max_calls)
     session = SessionInfo(
         session_id=session_id_of(body),
         start=_start(body.get("timestamp"), received_at),
@@ -52,6 +63,14 @@ def map_transcript(body: Any, *, received_at: datetime) -> MappedTranscript:
         metadata=None if body.get("metadata") is None else expect_object(body["metadata"], "metadata"),
     )
     return MappedTranscript(transcript_format, session.session_id, build_events(conversation, session))
+
+
+def _check_length(conversation: Conversation, limit: int) -> None:
+    calls = sum(len(turn.calls) for turn in conversation.turns)
+    if calls > limit:
+        raise TranscriptTooLong(f"{calls:,} tool calls", limit)
+    if len(conversation.turns) > limit:
+        raise TranscriptTooLong(f"{len(conversation.turns):,} model requests (turns)", limit)
 
 
 # The JSON types of the top-level fields, checked whichever format reads them: a field another

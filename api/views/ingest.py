@@ -13,10 +13,10 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from api.errors import InvalidInput
-from api.parsers import PayloadTooLarge
+from api.parsers import PayloadTooLarge, TranscriptJSONParser
 from api.schema import EVENT_BATCH_SCHEMA, TRANSCRIPT_SCHEMA
 from api.serializers import ErrorSerializer, IngestResponseSerializer, TranscriptResponseSerializer
-from api.transcripts import TranscriptError, map_transcript
+from api.transcripts import TranscriptError, TranscriptTooLong, map_transcript
 from toolscope.telemetry.models import BatchKind
 from toolscope.telemetry.services.ingest import IngestOutcome, ingest_events
 
@@ -90,6 +90,7 @@ class IngestView(APIView):
 
 class TranscriptView(APIView):
     required_scope = "ingest"
+    parser_classes = [TranscriptJSONParser]
 
     @extend_schema(
         summary="Send a whole conversation",
@@ -97,9 +98,12 @@ class TranscriptView(APIView):
         "`messages` with tool_use/tool_result blocks, `tools`) or OpenAI Responses (`input` items, "
         "`tools`) conversation, exactly as sent to the provider. `format` is detected when absent. "
         "It becomes session, turn and tool_call events with ids derived from the conversation, so "
-        "re-sending it creates nothing twice. The events it becomes (one session, one per turn, one per "
-        "tool call) count against the 1,000-event limit of a batch: a longer conversation is a 413 "
-        "(send its events to /ingest in batches instead).",
+        "re-sending it creates nothing twice. A whole session in one request: at most TRANSCRIPT_MAX_CALLS "
+        "tool calls and as many model requests (default 10,000) and TRANSCRIPT_MAX_BODY_BYTES decompressed "
+        "(default 50 MB), else 413 naming the limit. Its events (a session start and end, a turn per model "
+        "request, a tool call per call) are stored as batches of at most 1,000 (INGEST_MAX_EVENTS), all in "
+        "one transaction before the 202: every one or none. `batch_id` is the first, `batch_ids` all of them "
+        "in order.",
         request={"application/json": TRANSCRIPT_SCHEMA},
         responses={202: TranscriptResponseSerializer,
                    400: _rejected(TranscriptResponseSerializer, "TranscriptRejected"), **ERRORS},
@@ -122,12 +126,17 @@ class TranscriptView(APIView):
     def post(self, request: Request) -> Response:
         if not isinstance(request.data, dict):
             raise InvalidInput("The body must be a JSON object.")
+        limit = settings.TRANSCRIPT_MAX_CALLS
         try:
-            mapped = map_transcript(request.data, received_at=timezone.now())
+            mapped = map_transcript(request.data, received_at=timezone.now(), max_calls=limit)
         except TranscriptError as exc:
             raise InvalidInput(str(exc), field=exc.path or None) from None
-        check_event_count(len(mapped.events), "events from this transcript (a session, its turns and tool calls)")
-        outcome = ingest_events(api_key=request.auth, raw_events=mapped.events, kind=BatchKind.TRANSCRIPT)
+        except TranscriptTooLong as exc:
+            raise PayloadTooLarge(
+                f"The transcript holds {exc.what}; the limit is {limit:,} per request (TRANSCRIPT_MAX_CALLS). "
+                "Send a longer session as events to /api/v1/ingest.") from None
+        outcome = ingest_events(api_key=request.auth, raw_events=mapped.events, kind=BatchKind.TRANSCRIPT,
+                                batch_events=settings.INGEST_MAX_EVENTS)
         body = {"format": mapped.format, "session_id": mapped.session_id, **outcome.as_dict()}
         return Response(body, status=outcome_response(outcome).status_code)
 

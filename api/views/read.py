@@ -2,8 +2,9 @@
 
 - GET /api/v1/sessions: the sessions of a range, filtered as on the Sessions page, newest first,
   in pages (`next_cursor`: keyset pagination, page 100 costs page 1).
-- GET /api/v1/sessions/{client_id}: one session with every turn (its context budget) and call
-  (status, tokens, the call it duplicates, its compaction artifact).
+- GET /api/v1/sessions/{client_id}: one session with its turns (their context budget) and calls
+  (status, tokens, the call it duplicates, its compaction artifact), in pages of turns and calls
+  together in session order (`next_cursor`; a page of a 40,000-call session costs a short one's).
 - GET /api/v1/tools/stats: every tool's usage over a range beside its catalog figures.
 - GET /api/v1/overview: the range's KPIs beside the previous period of the same length.
 - GET /api/v1/batches/{id}: an ingest batch's status and each of its events' outcome.
@@ -26,8 +27,6 @@ from rest_framework.views import APIView
 from api.ranges import EPOCH, time_range
 from api.views.resolve import READ_ERRORS
 from dashboard import selectors
-from toolscope.telemetry.models import ToolCall
-from toolscope.telemetry.retention import days_of, days_within
 from toolscope.telemetry.selectors import batch_outcome
 
 
@@ -96,6 +95,36 @@ class SessionsQuery(RangeQuery):
         return moment, min(pk, MAX_ID)
 
 
+MAX_INT = 2**31 - 1
+
+
+class SessionDetailQuery(serializers.Serializer):
+    cursor = serializers.RegexField(f"^{selectors.POSITION.pattern}$", required=False, allow_blank=True,
+                                    help_text="The previous page's next_cursor (where it ended: a turn index, 0 "
+                                              "for a turn or 1 for a call of it, that row's start in microseconds "
+                                              "since the epoch and its id).")
+    turn = serializers.IntegerField(required=False, min_value=0, max_value=MAX_INT,
+                                    help_text="Start the page at this turn index (its calls included) instead of "
+                                              "the session's start; not with `cursor`.")
+    limit = serializers.IntegerField(required=False, min_value=1, max_value=selectors.DETAIL_PAGE_MAX,
+                                     default=selectors.DETAIL_PAGE_SIZE,
+                                     help_text="Turns and calls on the page, counted together.")
+
+    def validate_cursor(self, value: str) -> selectors.Position | None:
+        """Any cursor of the documented shape is one: past the session's end, the page is empty."""
+        if not value:
+            return None
+        position = selectors.position_parse(value)
+        if position is None:
+            raise serializers.ValidationError("Not a cursor this API gave.")
+        return position
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if attrs.get("cursor") is not None and "turn" in attrs:
+            raise serializers.ValidationError({"turn": "Give `cursor` or `turn`, not both."})
+        return attrs
+
+
 def _query(serializer_class: type[serializers.Serializer], request: Request) -> dict[str, Any]:
     serializer = serializer_class(data=request.query_params)
     serializer.is_valid(raise_exception=True)
@@ -150,11 +179,15 @@ class SessionView(APIView):
     @extend_schema(
         summary="Read one session",
         parameters=[OpenApiParameter("client_id", str, OpenApiParameter.PATH,
-                                     description="The session's id as the agent sent it.")],
-        description="The session, every turn with its context budget (schema, system prompt, messages, "
+                                     description="The session's id as the agent sent it."), SessionDetailQuery],
+        description="The session, its turns with their context budget (schema, system prompt, messages, "
         "calls and outputs, what the provider reported, what no component explains, the window share) and "
-        "every tool call with its status, tokens, the call it repeats (`duplicate_of`, an event id) and its "
-        "compaction artifact (`artifact`: the id `retrieve_tool_output` takes, tokens before and after).",
+        "its tool calls with their status, tokens, the call each repeats (`duplicate_of`, an event id, "
+        "wherever that call is) and its compaction artifact (`artifact`: the id `retrieve_tool_output` takes, "
+        "tokens before and after). In pages: turns and calls together, in session order (each turn "
+        f"followed by its calls), at most `limit` of them (default {selectors.DETAIL_PAGE_SIZE:,}, up to "
+        f"{selectors.DETAIL_PAGE_MAX:,}); pass `next_cursor` back as `cursor` for the next page, null on the "
+        "last. `totals` counts the whole session's turns and calls.",
         responses={200: dict, **READ_ERRORS},
         examples=[OpenApiExample("A session of one turn and two calls", response_only=True, value={
             "session": {"client_id": "run-42", "agent_name": "coder", "model": "gpt-4o",
@@ -168,28 +201,31 @@ class SessionView(APIView):
             "calls": [{"id": "run-42:c0", "turn_index": 0, "call_id": "call_1", "tool_name": "read_file",
                        "status": "ok", "output_tokens": 412, "duplicate_of": None, "artifact": None},
                       {"id": "run-42:c1", "turn_index": 0, "call_id": "call_2", "tool_name": "read_file",
-                       "status": "ok", "output_tokens": 412, "duplicate_of": "run-42:c0", "artifact": None}]})],
+                       "status": "ok", "output_tokens": 412, "duplicate_of": "run-42:c0", "artifact": None}],
+            "totals": {"turns": 1, "calls": 2}, "next_cursor": None})],
     )
     def get(self, request: Request, client_id: str) -> Response:
+        data = _query(SessionDetailQuery, request)
         session = selectors.session_get(project_id=request.auth.project_id, client_id=client_id)
         if session is None:
             raise exceptions.NotFound("No session with that id in this project.")
-        turns = selectors.session_turns(session=session)
-        calls = selectors.session_calls(session=session)
-        event_ids = {call["id"]: call["client_id"] for call in calls}
-        missing = {call["duplicate_of_id"] for call in calls} - event_ids.keys() - {None}
-        # A repeat's first occurrence is in its session, in the session's days (or gone with its day).
-        event_ids.update(ToolCall.objects.filter(days_within(days_of([session])), pk__in=missing)
-                         .values_list("pk", "client_id"))
+        page = selectors.session_detail_page(session=session, after=data.get("cursor"), start_turn=data.get("turn"),
+                                             limit=data["limit"])
+        event_ids = {call["id"]: call["client_id"] for call in page.calls}
+        # A repeat's first occurrence may be on another page: looked up in the session's days.
+        event_ids.update((pk, row["client_id"]) for pk, row in
+                         selectors.calls_elsewhere(session=session, calls=page.calls).items())
         return Response({
             "session": {field: getattr(session, field) for field in SESSION_FIELDS},
-            "turns": [{key: value for key, value in turn.items() if key != "id"} for turn in turns],
+            "turns": [{key: value for key, value in turn.items() if key != "id"} for turn in page.turns],
             "calls": [{"id": call["client_id"], **{field: call[field] for field in CALL_FIELDS},
                        "duplicate_of": event_ids.get(call["duplicate_of_id"]),
                        "artifact": None if call["artifact_id"] is None else {
                            "id": call["artifact__content_id"], "tokens_before": call["artifact__tokens_before"],
                            "tokens_after": call["artifact__tokens_after"], "strategy": call["artifact__strategy"]}}
-                      for call in calls],
+                      for call in page.calls],
+            "totals": {"turns": session.turn_count, "calls": session.tool_call_count},
+            "next_cursor": selectors.position_format(page.next_after) if page.next_after else None,
         })
 
 

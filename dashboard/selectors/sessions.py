@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
-from datetime import datetime
-from typing import Any
+from datetime import UTC, datetime, timedelta
+from typing import Any, NamedTuple
 
 from django.db.models import Q
 from django.db.models.fields.json import KT
@@ -97,8 +98,11 @@ TURN_COLUMNS = ("id", "index", "model", "started_at", "time_known", "task_messag
 def session_turns(*, session: Session) -> list[dict[str, Any]]:
     """The session's turns in order, with their budget and, where the provider reported input,
     the tokens no component explains: one query, in the session's day partitions."""
-    turns = list(Turn.objects.filter(days_within(days_of([session])), session_id=session.pk)
-                 .order_by("index").values(*TURN_COLUMNS))
+    return _unattributed(list(Turn.objects.filter(days_within(days_of([session])), session_id=session.pk)
+                              .order_by("index").values(*TURN_COLUMNS)))
+
+
+def _unattributed(turns: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for turn in turns:
         reported, estimated = turn["input_tokens"], turn["estimated_input_tokens"]
         turn["unattributed_tokens"] = None if reported is None or estimated is None else reported - estimated
@@ -113,11 +117,111 @@ CALL_COLUMNS = ("id", "turn_index", "client_id", "call_id", "tool_name", "argume
                 "artifact__content_id")
 
 
-def session_calls(*, session: Session) -> list[dict[str, Any]]:
-    """The session's tool calls in order, with their compaction artifacts: one query, in the
-    session's day partitions."""
-    return call_values(ToolCall.objects.filter(session_id=session.pk).order_by("started_at", "id"), CALL_COLUMNS,
+def session_calls(*, session: Session, columns: tuple[str, ...] = CALL_COLUMNS) -> list[dict[str, Any]]:
+    """The session's tool calls in order, with their compaction artifacts (`columns` of them):
+    one query, in the session's day partitions."""
+    return call_values(ToolCall.objects.filter(session_id=session.pk).order_by("started_at", "id"), columns,
                        days_of([session]))
+
+
+# Turns and calls on one page of a session (the read API's default; its `limit` goes to 2,000).
+DETAIL_PAGE_SIZE = 500
+DETAIL_PAGE_MAX = 2000
+
+
+class Position(NamedTuple):
+    """Where a turn or call stands in a session's order: turns by index, each index's turns (one,
+    or several sharing it) followed by the calls of that turn index, each in (started_at, id)
+    order. kind 0 is a turn, 1 a call."""
+
+    turn_index: int
+    kind: int
+    started_at: datetime
+    pk: int
+
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+MAX_INT, MAX_ID = 2**31 - 1, 2**63 - 1
+# turn index _ 0 (a turn) or 1 (a call) _ its start in microseconds since the epoch _ its id
+POSITION = re.compile(r"[0-9]{1,10}_[01]_[0-9]{1,20}_[0-9]{1,20}")
+
+
+def position_format(position: Position) -> str:
+    micros = max((position.started_at - EPOCH) // timedelta(microseconds=1), 0)  # rows are held to 1970-3000
+    return f"{position.turn_index}_{position.kind}_{micros}_{position.pk}"
+
+
+def position_parse(raw: str) -> Position | None:
+    """The position a cursor of the documented shape names (None for any other text): beyond the
+    largest index, time or id a row can have, it is past the session's end."""
+    if not POSITION.fullmatch(raw):
+        return None
+    turn_index, kind, micros, pk = (int(part) for part in raw.split("_"))
+    try:
+        moment = EPOCH + timedelta(microseconds=micros)
+    except OverflowError:
+        moment = datetime.max.replace(tzinfo=UTC)
+    return Position(min(turn_index, MAX_INT), kind, moment, min(pk, MAX_ID))
+
+
+def _after(position: Position, index: str) -> Q:
+    """Rows past `position` among those of its kind, `index` naming their turn index field. The
+    bound on the index alone lets PostgreSQL start its index scan there, not at the session's start."""
+    return Q(**{f"{index}__gte": position.turn_index}) & (
+        Q(**{f"{index}__gt": position.turn_index})
+        | Q(**{index: position.turn_index, "started_at__gt": position.started_at})
+        | Q(**{index: position.turn_index, "started_at": position.started_at, "id__gt": position.pk}))
+
+
+@dataclass(frozen=True)
+class SessionDetailPage:
+    turns: list[dict[str, Any]]
+    calls: list[dict[str, Any]]
+    # The last item's position when more follow: the next page starts after it.
+    next_after: Position | None
+
+
+def session_detail_page(*, session: Session, after: Position | None = None, start_turn: int | None = None,
+                        limit: int = DETAIL_PAGE_SIZE) -> SessionDetailPage:
+    """Up to `limit` of the session's turns and calls together, in session order, after `after`
+    (or from the turn index `start_turn` on, its calls included; from the start without either),
+    with what session_turns and session_calls give for each: two queries of at most limit + 1
+    rows, in the session's day partitions, so a page of a 40,000-call session costs a page of a
+    short one. Keyset pagination: no OFFSET, no COUNT (the session row holds the totals)."""
+    days = days_of([session])
+    turns = Turn.objects.filter(days_within(days), session_id=session.pk)
+    calls = ToolCall.objects.filter(session_id=session.pk)
+    if after is not None and after.kind == 0:
+        turns = turns.filter(_after(after, "index"))
+        calls = calls.filter(turn_index__gte=after.turn_index)
+    elif after is not None:
+        turns = turns.filter(index__gt=after.turn_index)
+        calls = calls.filter(_after(after, "turn_index"))
+    elif start_turn is not None:
+        turns = turns.filter(index__gte=start_turn)
+        calls = calls.filter(turn_index__gte=start_turn)
+    turn_rows = list(turns.order_by("index", "started_at", "id").values(*TURN_COLUMNS)[:limit + 1])
+    call_rows = call_values(calls.order_by("turn_index", "started_at", "id"), CALL_COLUMNS, days, limit + 1)
+    items = sorted([(Position(turn["index"], 0, turn["started_at"], turn["id"]), turn) for turn in turn_rows]
+                   + [(Position(call["turn_index"], 1, call["started_at"], call["id"]), call) for call in call_rows],
+                   key=lambda item: item[0])
+    shown = items[:limit]
+    return SessionDetailPage(
+        turns=_unattributed([row for position, row in shown if position.kind == 0]),
+        calls=[row for position, row in shown if position.kind == 1],
+        next_after=shown[-1][0] if len(items) > limit else None,
+    )
+
+
+def calls_elsewhere(*, session: Session, calls: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
+    """The first occurrence of each repeat in `calls` that `calls` do not hold (on another page),
+    by id: its event id and turn. One query, in the session's days; none when all are listed."""
+    listed = {call["id"] for call in calls}
+    missing = {call["duplicate_of_id"] for call in calls} - listed - {None}
+    if not missing:
+        return {}
+    rows = ToolCall.objects.filter(days_within(days_of([session])), pk__in=missing)
+    return {row["id"]: row for row in rows.values("id", "client_id", "turn_index")}
 
 
 def session_transcript(*, turns: list[dict[str, Any]], calls: list[dict[str, Any]],

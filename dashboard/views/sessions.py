@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.http import Http404, HttpRequest, HttpResponse
 
 from dashboard import charts, selectors
@@ -54,28 +52,47 @@ def _session_or_404(access: ProjectAccess, client_id: str) -> Session:
     return session
 
 
-def _transcript(session: Session) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
-    turns = selectors.session_turns(session=session)
-    calls = selectors.session_calls(session=session)
-    return turns, calls, selectors.session_transcript(turns=turns, calls=calls, started_at=session.started_at)
+# Turns and calls on one page of a session (the read API's default is larger: it has no charts).
+SESSION_PAGE_SIZE = 200
+
+
+def _start_turn(raw: str | None) -> int | None:
+    """`?turn=N`: the page starts at turn N (a link to a call on another page); anything else: None."""
+    return int(raw) if raw and raw.isdigit() and len(raw) <= 9 else None
 
 
 @project_view()
 def session_detail(request: HttpRequest, access: ProjectAccess, client_id: str) -> HttpResponse:
     time_range, range_form = range_from(request)
     session = _session_or_404(access, client_id)
-    turns, calls, transcript = _transcript(session)
+    after = selectors.position_parse(request.GET.get("after", ""))
+    start_turn = None if after is not None else _start_turn(request.GET.get("turn"))
+    page = selectors.session_detail_page(session=session, after=after, start_turn=start_turn,
+                                         limit=SESSION_PAGE_SIZE)
+    turns, calls = page.turns, page.calls
+    transcript = selectors.session_transcript(turns=turns, calls=calls, started_at=session.started_at)
+    # Repeats whose first occurrence is on another page link to that page (it starts at its turn).
+    elsewhere = {pk: row["turn_index"] for pk, row in selectors.calls_elsewhere(session=session, calls=calls).items()}
     figures = {
         "budget": charts.session_budget(turns, components=selectors.COMPONENTS,
                                         context_window=access.project.context_window),
         "timeline": charts.session_timeline(calls),
     }
+    first_page = after is None and not start_turn
+    paging = {
+        "whole": first_page and page.next_after is None,  # the whole session is on this page
+        "first": first_page,
+        "next": selectors.position_format(page.next_after) if page.next_after else None,
+        "turns": len(turns), "calls": len(calls), "size": SESSION_PAGE_SIZE,
+        "from_turn": min([t["index"] for t in turns] + [c["turn_index"] for c in calls], default=None),
+        "to_turn": max([t["index"] for t in turns] + [c["turn_index"] for c in calls], default=None),
+    }
     return render_page(
         request, access, "dashboard/session.html", active="sessions", time_range=time_range,
         range_form=range_form, session=session, turns=turns, calls=calls, transcript=transcript,
         artifacts=[call for call in calls if call["artifact_id"]],
-        call_turns={call["id"]: call["turn_index"] for call in calls},
-        unflagged=sum(call["error_text_unflagged"] for call in calls),
+        call_turns={**elsewhere, **{call["id"]: call["turn_index"] for call in calls}}, elsewhere=elsewhere,
+        unflagged=sum(call["error_text_unflagged"] for call in calls), paging=paging,
         charts={key: charts.chart_json(figure) for key, figure in figures.items()},
     )
 
@@ -87,9 +104,14 @@ def session_turns_csv(request: HttpRequest, access: ProjectAccess, client_id: st
     return csv_response(csv_name(access, f"session-{client_id}-turns"), TURN_COLUMNS, csv_rows(turns, TURN_COLUMNS))
 
 
+# What the calls' CSV reads: its columns (offset_s is computed) and what computing it needs; not
+# the outputs, which a long session holds megabytes of.
+CSV_CALL_READS = (*(c for c in CALL_COLUMNS if c != "offset_s"), "id", "time_known")
+
+
 @project_view()
 def session_calls_csv(request: HttpRequest, access: ProjectAccess, client_id: str) -> HttpResponse:
     session = _session_or_404(access, client_id)
-    calls = selectors.session_calls(session=session)
+    calls = selectors.session_calls(session=session, columns=tuple(dict.fromkeys(CSV_CALL_READS)))
     selectors.session_transcript(turns=[], calls=calls, started_at=session.started_at)  # sets offset_s
     return csv_response(csv_name(access, f"session-{client_id}-calls"), CALL_COLUMNS, csv_rows(calls, CALL_COLUMNS))

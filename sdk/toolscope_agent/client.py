@@ -324,10 +324,20 @@ class Client:
                 return
             params["cursor"] = page["next_cursor"]
 
-    def session_detail(self, session_id: str) -> dict[str, Any]:
-        """GET /api/v1/sessions/{id}: {"session", "turns", "calls"} (ToolscopeError 404 when the
-        project has no such session)."""
-        return self._request("GET", f"{SESSIONS_PATH}/{quote(session_id, safe='')}")
+    def session_detail(self, session_id: str, *, limit: int | None = None) -> dict[str, Any]:
+        """GET /api/v1/sessions/{id}, every page of it: {"session", "turns", "calls", "totals"}
+        (ToolscopeError 404 when the project has no such session). The server answers a session in
+        pages of turns and calls together (`limit` each, default 500); they are fetched one after
+        the other and joined."""
+        path = f"{SESSIONS_PATH}/{quote(session_id, safe='')}"
+        params: dict[str, Any] = {} if limit is None else {"limit": limit}
+        detail = self._request("GET", f"{path}?{urlencode(params)}" if params else path)
+        while detail.get("next_cursor"):
+            page = self._request("GET", f"{path}?{urlencode({**params, 'cursor': detail['next_cursor']})}")
+            detail["turns"] += page.get("turns", [])
+            detail["calls"] += page.get("calls", [])
+            detail["next_cursor"] = page.get("next_cursor")
+        return detail
 
     def batch(self, batch_id: int) -> dict[str, Any]:
         """GET /api/v1/batches/{id}: an ingest batch's status and each event's outcome (stored,

@@ -27,6 +27,7 @@ from toolscope.telemetry.models import IngestBatch
 ROOT = Path(__file__).resolve().parents[2]
 GRANIAN = Path(sys.executable).parent / "granian"
 LIMIT = 200_000  # INGEST_MAX_BODY_BYTES of the servers started here
+TRANSCRIPT_LIMIT = 4 * LIMIT  # and their TRANSCRIPT_MAX_BODY_BYTES
 
 
 def _free_port() -> int:
@@ -49,7 +50,8 @@ def start_server(tmp_path_factory) -> Iterator:
         port = _free_port()
         log = tmp_path_factory.mktemp("granian") / "server.log"
         env = {**os.environ, "DATABASE_URL": database_url, "TOOLSCOPE_ENV": "test", "DEBUG": "true",
-               "INGEST_MAX_BODY_BYTES": str(LIMIT), "API_RATE_LIMIT_PER_MINUTE": "0"}
+               "INGEST_MAX_BODY_BYTES": str(LIMIT), "TRANSCRIPT_MAX_BODY_BYTES": str(TRANSCRIPT_LIMIT),
+               "API_RATE_LIMIT_PER_MINUTE": "0"}
         env.pop("CACHE_URL", None)
         process = subprocess.Popen(  # the web service's command in docker-compose.yml
             [str(GRANIAN), "--interface", "wsgi", "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
@@ -132,6 +134,22 @@ def test_a_chunked_body_over_the_limit_is_a_json_413(server, key):
     assert response.status_code == 413
     assert response.json()["code"] == "payload_too_large"
     assert stored_ids() == []
+
+
+def test_a_chunked_transcript_is_held_to_the_transcript_limit(server, key):
+    from tests.long_sessions import long_transcript
+
+    body = json.dumps(long_transcript("openai_chat", 200)).encode()
+    assert LIMIT < len(body) < TRANSCRIPT_LIMIT
+    headers = {"Authorization": f"Bearer {key.secret}", "Content-Type": "application/json"}
+    response = httpx.post(f"{server}/api/v1/transcripts", content=chunks(body, 64 * 1024), headers=headers,
+                          timeout=30)
+    assert response.status_code == 202, response.text
+    assert response.json()["batch_ids"] == list(IngestBatch.objects.values_list("pk", flat=True))
+    over = body[:-1] + b" " * TRANSCRIPT_LIMIT + b"}"
+    response = httpx.post(f"{server}/api/v1/transcripts", content=chunks(over, 64 * 1024), headers=headers,
+                          timeout=30)
+    assert response.status_code == 413 and response.json()["code"] == "payload_too_large"
 
 
 def test_an_unknown_api_path_is_json_under_debug(server):

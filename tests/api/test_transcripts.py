@@ -82,22 +82,20 @@ def _chat(turns: int) -> dict:
 
 
 @pytest.mark.django_db
-def test_a_transcript_obeys_the_batch_event_limit(api, settings):
+def test_a_transcript_longer_than_a_batch_is_stored_as_several_in_one_answer(api, settings):
     settings.INGEST_MAX_EVENTS = 10
-    assert api.post_json(URL, _chat(4)).status_code == 202  # start + 4 x 2 + end = 10 events
-    response = api.post_json(URL, _chat(5))  # 12 events
-    assert response.status_code == 413
-    assert response.json()["code"] == "payload_too_large"
-    assert "12 events" in response.json()["detail"]
-    assert IngestBatch.objects.count() == 1
-
-
-@pytest.mark.django_db
-def test_2500_turns_are_refused_under_the_default_limit(api):
-    # The fuzzer's case: 5,001 events from one body, five times the limit of a batch.
-    response = api.post_json(URL, _chat(2500))
-    assert response.status_code == 413
-    assert not IngestBatch.objects.exists()
+    one = api.post_json(URL, _chat(4)).json()  # start + 4 x 2 + end = 10 events: one batch
+    assert one["batch_ids"] == [one["batch_id"]]
+    response = api.post_json(URL, {**_chat(12), "session_id": "longer"})  # 26 events
+    assert response.status_code == 202
+    answer = response.json()
+    assert answer["accepted"] == 26 and answer["batch_id"] == answer["batch_ids"][0]
+    batches = [IngestBatch.objects.get(pk=pk) for pk in answer["batch_ids"]]
+    assert [b.event_count for b in batches] == [9, 10, 7]  # cut before a turn, never between it and its call
+    assert [e["type"] for e in batches[1].payload["events"]][:2] == ["turn", "tool_call"]
+    process_all()
+    session = Session.objects.get(client_id="longer")
+    assert (session.turn_count, session.tool_call_count) == (12, 12) and session.ended_at is not None
 
 
 @pytest.mark.django_db

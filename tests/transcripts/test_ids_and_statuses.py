@@ -110,7 +110,18 @@ def test_changing_an_event_changes_neither_the_body_nor_other_events():
     turns[0]["tools"][0]["input_schema"]["properties"].clear()
 
     assert body == snapshot
-    assert turns[1]["tools"][0]["input_schema"]["properties"] != {}
+    assert calls[1]["arguments"]["path"] != "[REDACTED]"
+
+
+def test_turns_share_one_copy_of_the_tools_and_the_system_prompt():
+    """What ingest validates and redacts once for the whole session (services/ingest.py)."""
+    body = load_fixture("anthropic.json")
+    turns, _ = of_type_pair(map_transcript(body, received_at=RECEIVED_AT).events)
+
+    assert len(turns) > 2
+    assert all(turn["tools"] is turns[0]["tools"] for turn in turns)
+    assert turns[0]["tools"] is not body["tools"]
+    assert all(turn["system_prompt"] is turns[0]["system_prompt"] for turn in turns)
 
 
 def test_a_naive_received_at_is_taken_as_utc():

@@ -30,17 +30,18 @@ CONTENT_ID = re.compile(f"[0-9a-f]{{{ARTIFACT_ID_LENGTH}}}")
 ARTIFACT = "artifact__"
 
 
-def call_values(calls: QuerySet[ToolCall], fields: Sequence[str], days: Days | None) -> list[dict[str, Any]]:
+def call_values(calls: QuerySet[ToolCall], fields: Sequence[str], days: Days | None,
+                limit: int | None = None) -> list[dict[str, Any]]:
     """`fields` of `calls` as dicts (`artifact__*`: their artifact's), in the day partitions
-    `days` (retention.py: days_within). An artifact has its call's day, so it is joined within
-    the same days: neither table is looked up in the others."""
+    `days` (retention.py: days_within), the first `limit` of them if given. An artifact has its
+    call's day, so it is joined within the same days: neither table is looked up in the others."""
     calls = calls.filter(days_within(days))
     if days is None or not any(name.startswith(ARTIFACT) for name in fields):
-        return list(calls.values(*fields))
+        return list(calls.values(*fields)[:limit])
     names = {name: name.replace(ARTIFACT, "day_artifact__", 1) if name.startswith(ARTIFACT) else name
              for name in fields}
     joined = calls.annotate(day_artifact=FilteredRelation("artifact", condition=Q(artifact__expires_on__range=days)))
-    return [{name: row[names[name]] for name in fields} for row in joined.values(*names.values())]
+    return [{name: row[names[name]] for name in fields} for row in joined.values(*names.values())[:limit]]
 
 
 def artifact_get(*, project: Project, artifact_id: str) -> Artifact | None:

@@ -4,12 +4,22 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
+from typing import Any
 
-from toolscope_agent.engine.schemas import canonical_json
+from toolscope_agent.engine.schemas import canonical_json, schema_hash
 
 from toolscope.telemetry.models import AdvertisedSet, Project
 
 Advertised = list[dict[str, str]]
+
+
+def advertised_entry(tool: dict[str, Any]) -> dict[str, str]:
+    """A turn's tool as its advertised set records it: the name and the definition's schema hash
+    (given by a `{name, schema_hash}` reference, else computed from the full definition)."""
+    if "schema_hash" in tool:
+        return {"name": tool["name"], "schema_hash": tool["schema_hash"]}
+    return {"name": tool["name"],
+            "schema_hash": schema_hash(tool["name"], tool.get("description", ""), tool.get("input_schema", {}))}
 
 
 def advertised_digest(tools: Advertised) -> str:

@@ -105,7 +105,7 @@ class SessionDetailQuery(serializers.Serializer):
                                               "since the epoch and its id).")
     turn = serializers.IntegerField(required=False, min_value=0, max_value=MAX_INT,
                                     help_text="Start the page at this turn index (its calls included) instead of "
-                                              "the session's start; not with `cursor`.")
+                                              "the session's start; a `cursor` given too wins.")
     limit = serializers.IntegerField(required=False, min_value=1, max_value=selectors.DETAIL_PAGE_MAX,
                                      default=selectors.DETAIL_PAGE_SIZE,
                                      help_text="Turns and calls on the page, counted together.")
@@ -118,11 +118,6 @@ class SessionDetailQuery(serializers.Serializer):
         if position is None:
             raise serializers.ValidationError("Not a cursor this API gave.")
         return position
-
-    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        if attrs.get("cursor") is not None and "turn" in attrs:
-            raise serializers.ValidationError({"turn": "Give `cursor` or `turn`, not both."})
-        return attrs
 
 
 def _query(serializer_class: type[serializers.Serializer], request: Request) -> dict[str, Any]:
@@ -209,8 +204,9 @@ class SessionView(APIView):
         session = selectors.session_get(project_id=request.auth.project_id, client_id=client_id)
         if session is None:
             raise exceptions.NotFound("No session with that id in this project.")
-        page = selectors.session_detail_page(session=session, after=data.get("cursor"), start_turn=data.get("turn"),
-                                             limit=data["limit"])
+        after = data.get("cursor")
+        page = selectors.session_detail_page(session=session, after=after,
+                                             start_turn=None if after else data.get("turn"), limit=data["limit"])
         event_ids = {call["id"]: call["client_id"] for call in page.calls}
         # A repeat's first occurrence may be on another page: looked up in the session's days.
         event_ids.update((pk, row["client_id"]) for pk, row in

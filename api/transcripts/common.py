@@ -9,11 +9,17 @@ provider sends later as a separate message or item, is attached to the call by i
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from toolscope_agent.engine.schemas import normalize_tool
 
 JSON = dict[str, Any]
+# The times an event may carry, as the ingest validation holds them
+# (toolscope.telemetry.services.events; tests/transcripts checks they agree): kept here so the
+# transcript mappers stay free of Django.
+EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
+LATEST = datetime(3000, 1, 1, tzinfo=UTC)
 
 # Content part type -> the key that holds its text. Other parts (images, files, tool blocks,
 # thinking) carry no text the model reads as a message, so they are skipped.

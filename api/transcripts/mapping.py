@@ -13,7 +13,9 @@ from toolscope_agent.engine.schemas import canonical_json
 
 from api.transcripts import anthropic, openai_chat, openai_responses
 from api.transcripts.common import (
+    EARLIEST,
     JSON,
+    LATEST,
     Conversation,
     TranscriptError,
     TranscriptTooLong,
@@ -23,7 +25,6 @@ from api.transcripts.common import (
 )
 from api.transcripts.detect import ANTHROPIC, OPENAI_CHAT, OPENAI_RESPONSES, resolve_format
 from api.transcripts.events import SessionInfo, build_events
-from toolscope.telemetry.services.events import EARLIEST, LATEST
 
 PARSERS: dict[str, Callable[[JSON], Conversation]] = {
     OPENAI_CHAT: openai_chat.parse,

@@ -46,3 +46,10 @@ def test_a_transcript_timestamp_outside_the_years_held_is_a_400_naming_it(reader
     response = reader.post_json("/api/v1/transcripts", body)
     assert response.status_code == 400, response.content[:300]
     assert response.json()["field"] == "timestamp" and "1970-01-01 to 3000-01-01" in response.json()["detail"]
+
+
+def test_the_transcript_mappers_hold_times_to_the_bounds_of_the_ingest_validation():
+    from api.transcripts import common
+    from toolscope.telemetry.services import events
+
+    assert (common.EARLIEST, common.LATEST) == (events.EARLIEST, events.LATEST)

@@ -2,7 +2,10 @@
 that no scanner finds a secret in this repository (and none of them was ever valid).
 
 Each kind gives the text an agent would see (`text`) and the parts of it that must never be
-stored (`secrets`).
+stored (`secrets`); a secret inside a line that goes on after it (a command line, a connection
+string) also gives what redaction must make of that line (`redacted`): the secret replaced and
+not one other character changed. ORDINARY_TEXTS is the other half: text with the same words and
+punctuation that holds no secret, which redaction must return exactly as it is.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ class SecretKind:
     name: str
     text: str  # as it appears in a tool's output, an argument, a prompt
     secrets: tuple[str, ...]  # substrings that must be gone after redaction
+    redacted: str | None = None  # redact_text(text) exactly, when the text goes on after the secret
 
     @property
     def short(self) -> bool:
@@ -52,6 +56,14 @@ def secret_kinds(seed: int = 11) -> list[SecretKind]:
 
     def add(name: str, text: str, *secrets: str) -> None:
         kinds.append(SecretKind(name, text, secrets or (text,)))
+
+    def in_context(name: str, text: str, secret: str) -> None:
+        kinds.append(SecretKind(name, text, (secret,), text.replace(secret, "[REDACTED]")))
+
+    def typed(punctuation: str) -> str:
+        """A password as people type them: letters, digits and punctuation, too low in entropy
+        and too short for gitleaks' generic rule, and with characters its values cannot hold."""
+        return r(string.ascii_letters, 5) + punctuation + r(ALNUM, 4) + r(string.digits, 2)
 
     add("aws-access-key-id", "AKIA" + r(BASE32, 16))
     aws_secret = r(BASE64, 40)
@@ -101,4 +113,85 @@ def secret_kinds(seed: int = 11) -> list[SecretKind]:
     add("password-assignment", f'password = "{password}"', password)
     env_password = r(ALNUM, 12) + "9"
     add("env-file-password", f"DB_PASSWORD={env_password}", env_password)
+    # Passwords with punctuation in command lines and connection strings, followed by more text
+    # (issue 24, item 2: one such password was found 47 times in a pg_dump).
+    secret = typed("!")
+    in_context("mysql-password-option", f"mysql -u root --password={secret} app_db", secret)
+    secret = typed("#")
+    in_context("mysql-short-option-quoted", f"mysqldump -uroot -p'{secret}' app_db > dump.sql", secret)
+    secret = typed("!")
+    in_context("mysql-short-option", f"mysql -h db.internal -uroot -p{secret} app_db", secret)
+    secret = typed("!")
+    in_context("pgpassword-env", f"PGPASSWORD={secret} psql -h db.internal -U app app_db", secret)
+    secret = typed("%")
+    in_context("mysql-pwd-env", f"MYSQL_PWD={secret} mysql -u root app_db", secret)
+    secret = typed("^")
+    in_context("export-api-token", f"export API_TOKEN={secret} && make deploy", secret)
+    secret = typed("*")
+    in_context("java-system-property", f"java -Dspring.datasource.password={secret} -jar app.jar", secret)
+    secret = typed("!")
+    in_context("curl-user-password", f"curl -u admin:{secret} https://api.internal/v1/health", secret)
+    secret = typed("@") + "!"
+    in_context("url-password-with-at", f"git clone https://deploy:{secret}@git.internal/app.git", secret)
+    secret = typed("!")
+    in_context("jdbc-url", f"jdbc:postgresql://db.internal:5432/app?user=app&password={secret}&ssl=true", secret)
+    secret = typed("$$") + "!"
+    in_context("odbc-connection-string",
+               f"Driver={{ODBC Driver 18 for SQL Server}};Server=db.internal;Uid=sa;Pwd={secret};Encrypt=yes", secret)
+    secret = typed("!")
+    in_context("netrc", f"machine git.internal\n  login deploy\n  password {secret}\n", secret)
+    secret = typed("!")
+    in_context("docker-login", f"docker login -u deploy -p {secret} registry.internal", secret)
     return kinds
+
+
+# Text with the keywords and punctuation of the kinds above that is no secret: flags that name a
+# file or read stdin, prompts, references to variables, user:group and port pairs, placeholders.
+ORDINARY_TEXTS = (
+    "--password-file=/run/secrets/db",
+    "mysql -u root -p app_db",
+    "mysql -u root db",
+    'mysql -uroot -p"$MYSQL_PASSWORD" app_db',
+    "mysql --protocol=tcp -P 3306 -h db.internal -u root -p",
+    "PGPASSWORD=$PGPASSWORD psql -h db.internal -U app",
+    "pg_dump --no-password -h db.internal app_db > dump.sql",
+    'echo "$REGISTRY_PASSWORD" | docker login -u deploy --password-stdin registry.internal',
+    "docker login registry.internal && docker run -p 8080:80 -u 1000:1000 app",
+    "docker run --user root:root -p 127.0.0.1:5432:5432 postgres:16",
+    "ssh -p 2222 deploy@git.internal",
+    "mkdir -p /tmp/build-2024",
+    "chown www-data:www-data /var/www && chown user:group file",
+    "http://localhost:8000",
+    "see https://example.com/a@b and https://user@git.internal/app.git",
+    "git@github.com:org/repo.git",
+    "postgres://app@db.internal:5432/app_db",
+    "the password=policy document",
+    "password: (hidden)",
+    "Password for 'https://deploy@git.internal':",
+    'FATAL:  password authentication failed for user "app"',
+    'curl -u "$API_USER:$API_PASSWORD" https://api.internal/v1/health',
+    "curl -u user:password https://api.internal/v1/health",
+    "curl -s -o /dev/null -w '%{http_code}' http://localhost:8000/health",
+    "jdbc:postgresql://db.internal:5432/app?user=app&ssl=true",
+    "Server=db.internal;Database=app;Trusted_Connection=yes;",
+    "machine git.internal login deploy",
+    "a machine learning login page password reset flow",
+    "export PATH=/usr/local/bin:$PATH && make deploy",
+    "export API_TOKEN=$(cat /run/secrets/api_token) && make deploy",
+    "--token-file=/var/run/secrets/token --api-key-env=OPENAI_API_KEY",
+    "max_tokens=4096 token_count=1234 --max-tokens 4096",
+    "connect(host=host, password=password, timeout=30)",
+    "requests.get(url, auth=(user, pw), timeout=5)",
+    "login(password=form.cleaned_data['password'])",
+    "redis-cli -h cache.internal -p 6379 ping",
+    "sshpass -f /run/secrets/ssh ssh deploy@git.internal",
+    "docker build --secret id=npmrc,src=$HOME/.npmrc -t app:1.2 .",
+    # From a scan of this machine's Python packages with the rules above (awscli's examples, rich, httpx, moto).
+    "aws ec2 run-instances --client-token 550e8400-e29b-41d4-a716-446655440000 --image-id ami-0abc12",
+    "aws logs put-log-events --sequence-token 49542672486831074009579604567656788214 --starting-token eyJ0IjogMX0=",
+    "aws wafv2 delete-ip-set --lock-token 46851772-db6f-459d-9385-49428812e357",
+    "aws acm export-certificate --passphrase file://path-to-passphrase-2 --private-key fileb://key2.pem",
+    'print(f"password={password!r}") and f"(pos={self.pos}, token={len(self.tokens)})"',
+    'httpx.URL("https://example.com", username="jo@gmail.com", password="a secret")',
+    "Authorization: AWS4-HMAC-SHA256 Credential=mock_access_key/20220524/us-east-1/s3/aws4_request, SignedHeaders=host",
+)

@@ -1,6 +1,6 @@
 """Secrets never stored: 20+ kinds of fake secret, placed in every field of every way in
-(ingest events, the three transcript formats, PUT /tools), processed by the real processing
-service, and then not one of them in a dump of the whole database (pg_dump)."""
+(ingest events, the three transcript formats, PUT /tools, OTLP traces and logs), processed by the
+real processing service, and then not one of them in a dump of the whole database (pg_dump)."""
 
 from __future__ import annotations
 
@@ -12,11 +12,17 @@ import subprocess
 
 import pytest
 from django.db import connection
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord, ResourceLogs, ScopeLogs
+from opentelemetry.proto.resource.v1.resource_pb2 import Resource
+from opentelemetry.proto.trace.v1.trace_pb2 import Status
 
+from tests.api.test_otlp import START, TRACE, request, span
 from tests.factories import make_key
-from tests.secret_corpus import SecretKind, secret_kinds
+from tests.secret_corpus import ORDINARY_TEXTS, SecretKind, secret_kinds
 from toolscope.policies.models import Tool
-from toolscope.telemetry.models import IngestBatch, QuarantinedEvent, Session, ToolCall
+from toolscope.telemetry.models import IngestBatch, QuarantinedEvent, Session, ToolCall, Turn
 from toolscope.telemetry.services.processing import batch_process
 
 KINDS = secret_kinds()
@@ -174,9 +180,123 @@ def test_no_secret_of_any_kind_reaches_the_database(project):
     assert "[REDACTED]" in dump and "[REDACTED:" in dump
     for text in NOT_SECRET:
         assert text in dump, text
+    # Lines that go on after their secret are stored with the secret alone replaced.
+    task_messages = set(Turn.objects.values_list("task_message", flat=True))
+    for kind in KINDS:
+        if kind.redacted is not None:
+            assert f"deploy with {kind.redacted}" in task_messages, kind.name
 
 
 def make_client(project):
     from tests.api.conftest import KeyClient
 
     return KeyClient(make_key(project, scopes=["ingest", "policy:read"]).secret)
+
+
+@pytest.mark.django_db
+def test_text_that_holds_no_secret_is_stored_exactly_as_sent(project):
+    api = make_client(project)
+    events = [{"type": "session", "id": "s-ordinary"}]
+    events += [{"type": "tool_call", "id": f"s-ordinary:c{i}", "session_id": "s-ordinary", "turn_index": 0,
+                "tool_name": "bash", "arguments": {"command": text}, "output": text}
+               for i, text in enumerate(ORDINARY_TEXTS)]
+    assert api.post_json("/api/v1/ingest", {"events": events}).status_code == 202
+    batch_process(batch_id=IngestBatch.objects.get().pk)
+
+    stored = {call.client_id: call for call in ToolCall.objects.all()}
+    for i, text in enumerate(ORDINARY_TEXTS):
+        call = stored[f"s-ordinary:c{i}"]
+        assert (call.output, call.arguments) == (text, {"command": text})
+
+
+# --- ids and texts cut to fit -------------------------------------------------------------------------
+# OTLP mappers cut client text to the 200 characters of an id, and errors to 2,000. A cut that
+# splits a secret leaves a part no rule recognises: it has to be cut after redaction.
+
+_token_rng = random.Random(24)
+
+
+def fine_grained_token() -> str:
+    """A GitHub fine-grained token (93 characters), as the corpus's github-fine-grained-pat."""
+    alnum = string.ascii_letters + string.digits
+    return ("github" + "_pat_" + "".join(_token_rng.choices(alnum, k=22)) + "_"
+            + "".join(_token_rng.choices(alnum, k=59)))
+
+
+def split_by_cut(token: str, limit: int = 200) -> str:
+    """`token` placed so that cutting the text to `limit` characters keeps its first 71."""
+    return "x" * (limit - 71) + token
+
+
+def runs(secret: str, length: int = 20) -> list[str]:
+    return [secret[i:i + length] for i in range(len(secret) - length + 1)]
+
+
+def claude_code_export(tokens: dict[str, str]) -> bytes:
+    def record(name: str, **attributes: str) -> LogRecord:
+        return LogRecord(time_unix_nano=START, body=AnyValue(string_value=f"claude_code.{name}"), attributes=[
+            KeyValue(key=k, value=AnyValue(string_value=v)) for k, v in {"event.name": name, **attributes}.items()])
+
+    session = split_by_cut(tokens["session.id"])
+    records = [
+        record("api_request", **{"session.id": session, "event.sequence": "1", "model": split_by_cut(tokens["model"]),
+                                 "request_id": tokens["request_id"], "input_tokens": "10"}),
+        record("tool_result", **{"session.id": session, "event.sequence": "2", "success": "false",
+                                 "tool_name": split_by_cut(tokens["tool_name"]),
+                                 "tool_use_id": split_by_cut(tokens["tool_use_id"]),
+                                 "error": split_by_cut(tokens["error"], 2000) + " at line 3"}),
+    ]
+    resource = Resource(attributes=[KeyValue(key="service.name",
+                                             value=AnyValue(string_value=split_by_cut(tokens["service.name"])))])
+    return ExportLogsServiceRequest(resource_logs=[ResourceLogs(
+        resource=resource, scope_logs=[ScopeLogs(log_records=records)])]).SerializeToString()
+
+
+def genai_export(tokens: dict[str, str]) -> bytes:
+    asked = split_by_cut(tokens["history call id"])
+    history = [{"role": "user", "parts": [{"type": "text", "content": "build it"}]},
+               {"role": "assistant", "parts": [{"type": "tool_call", "id": asked,
+                                                "name": split_by_cut(tokens["history tool name"]),
+                                                "arguments": {"command": "make"}}]},
+               {"role": "tool", "parts": [{"type": "tool_call_response", "id": asked, "response": "built"}]}]
+    chat = span(TRACE, bytes.fromhex("b7ad6b7169203331"), "chat", START, **{
+        "gen_ai.operation.name": "chat", "gen_ai.conversation.id": split_by_cut(tokens["conversation.id"]),
+        "gen_ai.agent.name": split_by_cut(tokens["agent.name"]),
+        "gen_ai.request.model": split_by_cut(tokens["request.model"]),
+        "gen_ai.input.messages": json.dumps(history)})
+    tool = span(TRACE, bytes.fromhex("b7ad6b7169203332"), "execute_tool", START + 10, **{
+        "gen_ai.operation.name": "execute_tool", "gen_ai.conversation.id": split_by_cut(tokens["conversation.id"]),
+        "gen_ai.tool.call.id": split_by_cut(tokens["tool.call.id"]),
+        "gen_ai.tool.name": split_by_cut(tokens["tool.name"])})
+    tool.status.CopyFrom(Status(code=Status.STATUS_CODE_ERROR, message=split_by_cut(tokens["status message"], 2000)))
+    return request(chat, tool).SerializeToString()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_secret_that_the_cut_of_an_otlp_id_or_error_would_split_is_never_stored(project):
+    api = make_client(project)
+    logs = {field: fine_grained_token() for field in (
+        "session.id", "model", "request_id", "tool_name", "tool_use_id", "error", "service.name")}
+    traces = {field: fine_grained_token() for field in (
+        "conversation.id", "agent.name", "request.model", "history call id", "history tool name", "tool.call.id",
+        "tool.name", "status message")}
+    bodies = {"logs": claude_code_export(logs), "traces": genai_export(traces)}
+
+    def send() -> None:
+        for signal, body in bodies.items():
+            response = api.generic("POST", f"/api/v1/otlp/v1/{signal}", body, content_type="application/x-protobuf")
+            assert response.status_code == 200, response.content
+        for batch in IngestBatch.objects.filter(status="pending").order_by("pk"):
+            batch_process(batch_id=batch.pk)
+
+    send()
+    dump = pg_dump()
+    leaks = [field for field, token in {**logs, **traces}.items() if any(run in dump for run in runs(token))]
+    assert leaks == [], leaks
+    # Two calls whose ids differ only past the cut stay two.
+    assert Session.objects.count() == 2 and Turn.objects.count() == 2 and ToolCall.objects.count() == 3
+    errors = set(ToolCall.objects.exclude(error="").values_list("error", flat=True))
+    assert errors == {"x" * 1929 + "[REDACTED] at line 3", "x" * 1929 + "[REDACTED]"}  # all fits once redacted
+    # The same export again is recognised: its ids were made the same way.
+    send()
+    assert Session.objects.count() == 2 and Turn.objects.count() == 2 and ToolCall.objects.count() == 3

@@ -51,12 +51,14 @@ SECRET_WORDS = frozenset({
     "password", "passwords", "passwd", "passphrase", "pwd", "secret", "secrets", "token",
     "apikey", "accesskey", "secretkey", "privatekey", "authtoken", "accesstoken", "refreshtoken",
     "apitoken", "bearertoken", "sessiontoken", "idtoken", "clientsecret", "credential",
-    "credentials", "authorization", "cookie", "cookies",
+    "credentials", "authorization", "cookie", "cookies", "sshpass",
 })
 SECRET_PAIRS = frozenset({
     ("api", "key"), ("access", "key"), ("secret", "key"), ("private", "key"), ("signing", "key"),
-    ("encryption", "key"), ("master", "key"), ("account", "key"), ("auth", "key"),
+    ("encryption", "key"), ("master", "key"), ("account", "key"), ("auth", "key"), ("rediscli", "auth"),
 })
+# A word ending in one of these names a password however it begins: `PGPASSWORD`, `dbpassword`.
+PASSWORD_ENDINGS = ("password", "passwd")
 # A name that holds one of these words describes a secret without being one: `token_count`,
 # `password_hint`, `secret_name`, `api_key_env`, `next_page_token`, `show_password`.
 NOT_SECRET_WORDS = frozenset({
@@ -72,9 +74,13 @@ NOT_SECRET_WORDS = frozenset({
     "show", "hide", "use", "enable", "enabled", "allow", "require", "requires", "include", "mask",
     "masked", "redact", "redacted", "visible", "valid", "pattern", "regex", "rule", "version",
     "algorithm", "method", "mode", "manager", "store", "config", "settings", "option", "options",
-    # cursors and idempotency tokens name no credential (`NextToken`, `ClientRequestToken`)
-    "request", "change", "idempotency", "lifecycle", "purchase", "pagination", "sync",
+    # cursors and idempotency tokens name no credential (`NextToken`, `ClientRequestToken`,
+    # the AWS CLI's `--starting-token`, `--sequence-token`, `--lock-token`)
+    "request", "change", "idempotency", "lifecycle", "purchase", "pagination", "sync", "starting",
+    "sequence", "lock",
 })
+# Pairs that end a name the same way: AWS's `ClientToken` is an idempotency token.
+NOT_SECRET_PAIRS = frozenset({("client", "token")})
 # Words that may follow the secret word without changing what the value is (`token_value`).
 NEUTRAL_TAIL_WORDS = frozenset({"value", "val", "raw", "plain", "plaintext", "b64", "base64", "encoded",
                                 "hash", "hashed", "enc", "encrypted"})
@@ -89,9 +95,10 @@ def is_secret_name(name: str) -> bool:
     words = [word.lower() for word in _WORDS.findall(name) if not word.isdigit()]
     while len(words) > 1 and words[-1] in NEUTRAL_TAIL_WORDS:
         words.pop()
-    if not words or any(word in NOT_SECRET_WORDS for word in words):
+    if not words or any(word in NOT_SECRET_WORDS for word in words) or tuple(words[-2:]) in NOT_SECRET_PAIRS:
         return False
-    return words[-1] in SECRET_WORDS or tuple(words[-2:]) in SECRET_PAIRS
+    return (words[-1] in SECRET_WORDS or words[-1].endswith(PASSWORD_ENDINGS)
+            or tuple(words[-2:]) in SECRET_PAIRS)
 
 
 # --- toolscope's own rules -------------------------------------------------------------------------
@@ -118,6 +125,45 @@ _SHORT = r"^.{0,7}$"
 _SECRET_FRAGMENTS = ["pass", "pwd", "secret", "token", "key", "credential", "auth", "cookie"]
 # A name holding one of the fragments (the keywords too); is_secret_name then judges it whole.
 _KEY = r"((?:[A-Za-z_][\w.-]*?)?(?i:" + "|".join(_SECRET_FRAGMENTS) + r")[\w.-]*?)"
+# Keywords of the rule that finds names anywhere in a line: every name is_secret_name accepts holds
+# one. Not "pass" itself, which every test run's PASSED would bring.
+_NAME_KEYWORDS = ["password", "passwd", "passphrase", "sshpass", *(f for f in _SECRET_FRAGMENTS if f != "pass")]
+# Command lines and connection strings. An unquoted value runs up to a space, a quote, a shell
+# operator, `,` or a closing bracket; it holds no `(`, `[` or `{` (then it is code:
+# `password=get(…)`, `token=tokens[0]`) and does not start with `$` (a variable the shell
+# expands), `-` (the next option) or `=`. A full stop after it ends the sentence, not the value.
+# Quoted values and ODBC's `{…}` run to their end.
+_UNQUOTED_END = r"\s'\"\x60;&|<>()\[\]{},\\"
+
+
+def _argument(*, padding_only: bool = False) -> str:
+    """A value as above, with a digit or a symbol in it (one of letters only is a word); 4 groups.
+    `padding_only`: `=` only at its end, as base64 pads, not `--key PGPASSWORD=…` taken whole."""
+    end = _UNQUOTED_END + ("=" if padding_only else "")
+    unquoted = (r"((?:[^" + end + r"$=-][^" + end + r"]*?)?[0-9!#%*@^:~][^" + end + r"]*?"
+                + ("=*" if padding_only else "") + r")\.?(?:[\s'\"\x60;&|<>)\]},\\]|$)")
+    return (r"(?:'(" + _VALUE.format(r"'\n") + r")'|\"(" + _VALUE.format(r"\"\n") + r")\"|\{([^{}()\n'\"]+)\}|"
+            + unquoted + ")")
+
+
+_ARGUMENT = _argument()
+# Values that are not passwords: variables, command substitutions, paths and files, UUIDs (ids,
+# idempotency tokens), the scope after the access key id of an AWS SigV4 `Credential=`.
+_REFERENCE = [r"^\$\w+$", r"^\$[({]", r"^(?:~|\.{1,2})?/[\w./-]+$", r"^fileb?://",
+              r"^(?i:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$",
+              r"/\d{8}/[\w-]+/[\w-]+/aws4_request$"]
+_NOT_A_PASSWORD = [*_NOT_A_VALUE, *_REFERENCE, _WORDS_ONLY]
+# Clients whose short option gives the password: mysql's `-p` only attached (`-p app` asks for
+# one and names a database), the others' attached or not, within 200 characters of the command
+# (bounded for Python's re: `mysql mysql mysql…`); openssl's `-passin pass:…`.
+_PASSWORD_OPTION = "|".join((
+    r"\b(?:mysql\w*|mariadb[\w-]*)\b[^\n;&|\x60,]{0,200}?[ \t]-p",
+    (r"\b(?:(?:docker|podman|buildah|skopeo|nerdctl|oras|cf|oc|az)[ \t]+login|helm[ \t]+registry[ \t]+login"
+     r"|sshpass|mongo(?:sh|dump|restore|import|export)?)\b[^\n;&|\x60,]{0,200}?[ \t]-p(?:[ \t]+|=)?"),
+    r"\b(?:sqlcmd|bcp)\b[^\n;&|\x60,]{0,200}?[ \t]-P[ \t]*",
+    r"\bredis-cli\b[^\n;&|\x60,]{0,200}?[ \t]-a[ \t]+",
+    r"[ \t]-pass(?:in|out)?[ \t]+pass:",
+))
 OWN_RULES: list[dict[str, Any]] = [
     {"id": "toolscope-private-key-block", "keywords": ["-----begin"],
      # Blocks cut short (no END line) and short bodies, which gitleaks' private-key rule misses.
@@ -125,7 +171,9 @@ OWN_RULES: list[dict[str, Any]] = [
               r"(?s:.*?)(?:-----END[ A-Z0-9_-]{0,100}PRIVATE KEY(?: BLOCK)?-----|\z)"},
     {"id": "toolscope-url-password", "keywords": ["://"],
      # group 1 is the user: `guest:guest@` is a default, not a secret.
-     "regex": r"\b[a-zA-Z][a-zA-Z0-9+.-]*://([^\s:/@'\"\x60<>]+):([^\s/@'\"\x60<>]+)@",
+     # The password runs to the last `@` of the authority: people type `p@ss` unencoded. The user
+     # may be empty (`redis://:password@host`).
+     "regex": r"\b[a-zA-Z][a-zA-Z0-9+.-]*://([^\s:/@'\"\x60<>]*):([^\s/?#'\"\x60<>]+)@",
      "secretGroup": 2,
      "allowlists": [{"regexes": [*_NOT_A_VALUE, _WORDS_ONLY, r"^[A-Z][A-Z0-9_]*$"]},
                     {"regexTarget": "match", "regexes": [r"@(?:[\w-]+\.)*example\.(?:com|org|net)$"]}]},
@@ -160,6 +208,38 @@ OWN_RULES: list[dict[str, Any]] = [
      "regex": r"(?m)^[+-]?[ \t]*(?:export[ \t]+)?" + _KEY
               + r"(?:[ \t]*=[ \t]*|:[ \t]+)(" + _VALUE.format(r"\s'\"\x60(){}\[\],;<>$") + r")[ \t]*\r?$",
      "secretGroup": 2, "allowlists": [{"regexes": [*_NOT_A_VALUE, _WORDS_ONLY, _DOTTED_NAME, _SHORT]}]},
+    {"id": "toolscope-inline-assignment", "keywords": _NAME_KEYWORDS,
+     # `NAME=value` with more text after it: an option (`--password=…`, `-Ddb.password=…`), an
+     # environment variable before a command or exported (`PGPASSWORD=… psql`), a parameter of
+     # a URL, a JDBC or an ODBC string (`&password=…&`, `;Pwd=…;`); and an option's value after
+     # a space (`--password …`), not `--no-password db`. One rule, so one scan of the text. A
+     # name starts after a character that cannot be in it (as in the rules above: Python's re,
+     # the SDK's without RE2, would try every `-` of `key-key-key…`), so of two assignments in
+     # a row the second is found by the second pass of _redact. Group 1 is the name of an option
+     # with a value after a space; the name before `=` is read by the check.
+     "regex": r"(?:^|[^\w.-])(?:--?" + _KEY + r"[ \t]+" + _argument(padding_only=True)
+              + r"|-{0,2}(?:" + _KEY[1:-1] + r")=" + _ARGUMENT + ")",
+     "secretGroup": 2, "allowlists": [{"regexes": [*_NOT_A_PASSWORD, _DOTTED_NAME, _SHORT]},
+                                      {"regexTarget": "match", "regexes": [r"^[^\w.-]?-{0,2}(?i:no)[_-]"]}]},
+    {"id": "toolscope-client-password-option", "keywords": ["mysql", "mariadb", "login", "sshpass", "mongo",
+                                                            "sqlcmd", "bcp", "redis-cli", "pass:"],
+     "regex": r"(?:" + _PASSWORD_OPTION + r")" + _ARGUMENT,
+     "allowlists": [{"regexes": _NOT_A_PASSWORD}]},
+    {"id": "toolscope-curl-user", "keywords": ["curl"],
+     # `curl -u user:password`: gitleaks' curl-auth-user takes no punctuation in the password.
+     "regex": r"\bcurl\b[^\n;&|\x60]*?[ \t](?:-u|--user|-U|--proxy-user)(?:[ \t]+|=)?"
+              r"(?:'[^':\n]*:([^'\n]+)'|\"[^\":\n]*:([^\"\n]+)\"|[^\s:'\"\x60]*:" + _ARGUMENT + ")",
+     "allowlists": [{"regexes": _NOT_A_PASSWORD}]},
+    {"id": "toolscope-netrc", "keywords": ["machine", "default login"],
+     # .netrc entries, one a line or spread over lines: `machine host login user password …`.
+     "regex": r"(?:\bmachine\s+\S+(?:\s+(?:login|account|port)\s+\S+){0,3}"
+              r"|\bdefault(?:\s+(?:login|account|port)\s+\S+){1,3})\s+password\s+(?:\"([^\"\n]+)\"|([^\s\"'\x60]+))",
+     "allowlists": [{"regexes": _NOT_A_PASSWORD}]},
+    {"id": "toolscope-oracle-connect", "keywords": ["oracle", "sqlplus"],
+     # Oracle's `user/password@database`, in a JDBC URL or on sqlplus's command line.
+     "regex": r"\b(?:jdbc:oracle:\w+:|sqlplus[ \t]+(?:-\w+[ \t]+)*)[A-Za-z_][\w$#]*/"
+              r"(?:\"([^\"\n]+)\"|([^\s/'\"\x60]+))@",
+     "allowlists": [{"regexes": _NOT_A_PASSWORD}]},
 ]
 _CURSOR_TOKEN = r"(?i)(?:" + "|".join(("next", "page", "continuation", "pagination", "sync", "request", "change",
                                          "idempotency", "lifecycle", "purchase")) + r")[_.-]?token"
@@ -183,7 +263,8 @@ GITLEAKS_ALLOWLIST_ADDITIONS: dict[str, list[dict[str, Any]]] = {
 
 # Rules chosen by their keywords for at least 5% of the standard library's files (bench/
 # redaction_speed.py --precision prints the shares): tried together first. Speed only: the
-# result is the same with any list.
+# result is the same with any list. toolscope-inline-assignment is chosen as often but left
+# out: in the alternation it slows the scan of every text by a quarter, more than it costs alone.
 FREQUENT_RULES = frozenset({
     "vault-service-token", "generic-api-key", "twilio-api-key", "jwt", "lob-api-key",
     "authress-service-client-access-key", "curl-auth-user", "curl-auth-header", "sendgrid-api-token",
@@ -205,6 +286,37 @@ def _not_the_user_name(match: Any, text: str) -> bool:
     return _group(match, text, 1) != _group(match, text, 2)
 
 
+# A Python replacement field where ODBC would quote a value in braces: `f"password={password!r}"`.
+_FORMAT_FIELD = re.compile(r"[A-Za-z_][\w.]*(?:\[[^\]]*\])?(?:![rsa])?(?::[^{}]*)?|\d*")
+
+
+def _not_a_format_field(match: Any, text: str) -> bool:
+    """No group of the match is a replacement field in braces."""
+    for group in range(1, len(match.groups()) + 1):
+        start, end = match.span(group)
+        if 0 < start <= end < len(text) and text[start - 1] == "{" and text[end] == "}" \
+                and _FORMAT_FIELD.fullmatch(text, start, end):
+            return False
+    return True
+
+
+_KEY_VALUE_LIST = re.compile(r"[a-z]+=[^=]")
+_ASSIGNED_NAME = re.compile(r"[^\w.-]?-{0,2}([\w.-]+)=")
+
+
+def _an_option_or_variable_named_like_a_secret(match: Any, text: str) -> bool:
+    """toolscope-inline-assignment: the name is one of a secret, an option's value after a space
+    is no key=value list (docker build's `--secret id=npmrc,src=…`), and no Python replacement
+    field stands for the value."""
+    option = match.span(1)[0] >= 0
+    assigned = None if option else _ASSIGNED_NAME.match(text, match.start())
+    name = _group(match, text, 1) if option else assigned.group(1) if assigned else ""
+    if not is_secret_name(name) or not _not_a_format_field(match, text):
+        return False
+    start, end = next(match.span(i) for i in range(2, len(match.groups()) + 1) if match.span(i)[0] >= 0)
+    return not (option and _KEY_VALUE_LIST.match(text, start, end))
+
+
 @cache
 def rule_set() -> RuleSet:
     """gitleaks' rules and toolscope's, compiled once per process."""
@@ -213,6 +325,8 @@ def rule_set() -> RuleSet:
         spec.setdefault("allowlists", []).extend(GITLEAKS_ALLOWLIST_ADDITIONS.get(spec["id"], ()))
     own = rules_from_config({"allowlist": config["allowlist"], "rules": OWN_RULES})
     checks = {"toolscope-quoted-assignment": _named_like_a_secret, "toolscope-line-assignment": _named_like_a_secret,
+              "toolscope-inline-assignment": _an_option_or_variable_named_like_a_secret,
+              "toolscope-client-password-option": _not_a_format_field, "toolscope-curl-user": _not_a_format_field,
               "toolscope-url-password": _not_the_user_name}
     own = tuple(dataclasses.replace(r, check=checks[r.id]) if r.id in checks else r for r in own)
     gitleaks: tuple[Rule, ...] = rules_from_config(config)

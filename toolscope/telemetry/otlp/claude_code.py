@@ -17,7 +17,8 @@ tool_result) or as numbers: both are read.
   of the same `prompt.id`.
 
 Ids: a turn is `<session>:api:<request_id or sequence>`, a call its `tool_use_id` (v2.1.119 on)
-or `<session>:tool:<sequence>`: re-sent exports create nothing twice.
+or `<session>:tool:<sequence>`: re-sent exports create nothing twice. Ids and names longer than
+200 characters are fitted after their secrets are replaced (services/redact.identifier_fit).
 """
 
 from __future__ import annotations
@@ -28,9 +29,11 @@ from typing import Any
 
 from toolscope.telemetry.otlp.decode import LogRecord
 from toolscope.telemetry.otlp.jsontext import read_json
+from toolscope.telemetry.services.redact import identifier_fit, text_fit
 
 PREFIX = "claude_code."
 MAX_INDEX = 2**31 - 1
+MAX_ERROR_LENGTH = 2000
 
 
 def event_name(record: LogRecord) -> str:
@@ -79,10 +82,10 @@ def claude_code_events(records: Iterable[LogRecord]) -> list[dict[str, Any]]:
     last_turn: dict[str, int] = {}
     for record in records:
         attributes, name = record.attributes, event_name(record)
-        session = str(attributes["session.id"])[:200]
+        session = identifier_fit(str(attributes["session.id"]))
         event = sessions.setdefault(session, {
             "type": "session", "id": session, "timestamp": _time(record),
-            "agent_name": str(record.resource.get("service.name") or "claude-code")[:200],
+            "agent_name": identifier_fit(str(record.resource.get("service.name") or "claude-code")),
             "metadata": {"source": "otlp", "conventions": "claude_code", "content_captured": False}})
         sequence = _int(attributes.get("event.sequence"))
         if name == "user_prompt":
@@ -106,10 +109,10 @@ def claude_code_events(records: Iterable[LogRecord]) -> list[dict[str, Any]]:
 def _turn(record: LogRecord, session: str, sequence: int, prompts: dict[str, str]) -> dict[str, Any]:
     attributes = record.attributes
     request_id = attributes.get("request_id") or attributes.get("client_request_id")
-    turn: dict[str, Any] = {"type": "turn", "id": f"{session}:api:{request_id or sequence}"[:200],
+    turn: dict[str, Any] = {"type": "turn", "id": identifier_fit(f"{session}:api:{request_id or sequence}"),
                             "session_id": session, "index": sequence, "timestamp": _time(record)}
     if isinstance(attributes.get("model"), str):
-        turn["model"] = attributes["model"][:200]
+        turn["model"] = identifier_fit(attributes["model"])
     usage = {name: value for name, key in (("input_tokens", "input_tokens"), ("output_tokens", "output_tokens"),
                                             ("cached_tokens", "cache_read_tokens"))
              if (value := _int(attributes.get(key))) is not None}
@@ -127,11 +130,12 @@ def _turn(record: LogRecord, session: str, sequence: int, prompts: dict[str, str
 def _call(record: LogRecord, session: str, sequence: int, turn_index: int, *, status: str) -> dict[str, Any]:
     attributes = record.attributes
     tool_use_id = attributes.get("tool_use_id")
-    call: dict[str, Any] = {"type": "tool_call", "id": str(tool_use_id or f"{session}:tool:{sequence}")[:200],
+    call: dict[str, Any] = {"type": "tool_call", "id": identifier_fit(str(tool_use_id or f"{session}:tool:{sequence}")),
                             "session_id": session, "turn_index": turn_index, "timestamp": _time(record),
-                            "tool_name": str(attributes.get("tool_name") or "unknown")[:200], "status": status}
+                            "tool_name": identifier_fit(str(attributes.get("tool_name") or "unknown")),
+                            "status": status}
     if tool_use_id:
-        call["call_id"] = str(tool_use_id)[:200]
+        call["call_id"] = identifier_fit(str(tool_use_id))
     duration = _number(attributes.get("duration_ms"))
     if duration is not None and duration >= 0:
         call["duration_ms"] = duration
@@ -147,5 +151,5 @@ def _call(record: LogRecord, session: str, sequence: int, turn_index: int, *, st
                 break
     error = attributes.get("error")
     if status == "error" and isinstance(error, str):
-        call["error"] = error[:2000]
+        call["error"] = text_fit(error, MAX_ERROR_LENGTH)
     return call

@@ -17,6 +17,7 @@ from django.conf import settings
 from toolscope_agent.engine.redaction import (
     redact_arguments,
     redact_identifier,
+    redact_text,
     redact_tool,
     redact_value,
 )
@@ -28,6 +29,7 @@ from toolscope.telemetry.models import Project
 # hashes would make too long becomes one hash.
 IDENTIFIER_FIELDS = frozenset({"id", "session_id", "call_id", "tool_name", "agent_name", "model"})
 MAX_IDENTIFIER_LENGTH = 200
+FIT_HASH_CHARS = 12
 
 
 def hash_key() -> bytes:
@@ -39,6 +41,27 @@ def hash_key() -> bytes:
 
 def identifier_redact(value: str, *, key: bytes | None = None) -> str:
     return redact_identifier(value, hash_key=key or hash_key(), max_length=MAX_IDENTIFIER_LENGTH)
+
+
+def identifier_fit(value: str) -> str:
+    """An id or name made from client text (OTLP attributes), fitted to MAX_IDENTIFIER_LENGTH
+    characters the same way every time, so that a re-sent export is recognised. Its secrets are
+    replaced before it is cut: a cut that splits a secret leaves a part no rule recognises, and
+    that part would be stored (71 characters of a GitHub token once). An id still too long keeps
+    its start and ends in a hash of the whole, so ids that differ only past the cut stay distinct.
+    Ids that fit are redacted at ingest, as every id is."""
+    if len(value) <= MAX_IDENTIFIER_LENGTH:
+        return value
+    redacted = redact_identifier(value, hash_key=hash_key())
+    if len(redacted) <= MAX_IDENTIFIER_LENGTH:
+        return redacted
+    digest = hashlib.sha256(redacted.encode("utf-8", "surrogatepass")).hexdigest()[:FIT_HASH_CHARS]
+    return f"{redacted[:MAX_IDENTIFIER_LENGTH - FIT_HASH_CHARS - 1]}~{digest}"
+
+
+def text_fit(value: str, max_length: int) -> str:
+    """Free text cut to `max_length` characters after its secrets are replaced (see identifier_fit)."""
+    return value if len(value) <= max_length else redact_text(value)[:max_length]
 
 
 def tool_definition_redact(definition: dict[str, Any], *, key: bytes | None = None) -> dict[str, Any]:

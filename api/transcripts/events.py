@@ -12,6 +12,10 @@ session event is an upsert: sending the transcript again, longer or not, moves t
 A call's status is sent only when the transcript says it: Anthropic's `is_error`, a call to a tool
 never advertised, arguments that are not JSON (with `status_from` naming which). Otherwise the
 worker classifies the output's text by the project's error patterns (telemetry/error_patterns.py).
+
+A turn's `task_message` is the latest user message before its request, new at that turn or
+earlier (as an agent passes its current instruction to `tools()`): every request of a multi-turn
+chat carries the instruction it works on. Tool results are no instruction.
 """
 
 from __future__ import annotations
@@ -49,8 +53,10 @@ def build_events(conversation: Conversation, session: SessionInfo) -> list[JSON]
     known = None if conversation.tools is None else {tool["name"] for tool in conversation.tools}
     tools = copy.deepcopy(conversation.tools)
     at = _iso(session.start)  # not when the turn ran (unknown): `timed: false` says so
+    task: str | None = None
     for index, turn in enumerate(conversation.turns):
-        events.append(_turn_event(turn, index, tools, session, at))
+        task = _latest_instruction(turn) or task
+        events.append(_turn_event(turn, index, tools, session, at, task))
         events.extend(_call_event(call, known, session.session_id, at) for call in turn.calls)
     events.append(_session_end(session))
     return events
@@ -71,7 +77,14 @@ def _session_event(session: SessionInfo) -> JSON:
     return event
 
 
-def _turn_event(turn: Turn, index: int, tools: list[JSON] | None, session: SessionInfo, at: str) -> JSON:
+def _latest_instruction(turn: Turn) -> str | None:
+    """The last user message new at this turn: the instruction the request answers. Tool results
+    are no user message here (the parsers attach them to their calls)."""
+    return next((m["content"] for m in reversed(turn.messages) if m["role"] == "user"), None)
+
+
+def _turn_event(turn: Turn, index: int, tools: list[JSON] | None, session: SessionInfo, at: str,
+                task: str | None) -> JSON:
     event: JSON = {
         "type": "turn",
         "id": f"{session.session_id}:t{index}",
@@ -86,8 +99,7 @@ def _turn_event(turn: Turn, index: int, tools: list[JSON] | None, session: Sessi
         event["tools"] = tools
     if turn.system_prompt:
         event["system_prompt"] = turn.system_prompt
-    task = next((m["content"] for m in turn.messages if m["role"] == "user"), None)
-    if index == 0 and task is not None:
+    if task is not None:
         event["task_message"] = task
     event["messages"] = [dict(message) for message in turn.messages]
     return event

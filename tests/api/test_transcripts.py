@@ -125,3 +125,19 @@ def test_a_top_level_field_of_the_wrong_type_is_400_whichever_format_reads_it(ap
     assert response.status_code == 400
     assert response.json()["field"] == field
     assert not IngestBatch.objects.exists()
+
+
+@pytest.mark.django_db
+def test_each_turn_stores_its_own_task_but_counts_only_its_new_messages(api):
+    """Issue 25, item 1: a later instruction is the task of the requests after it. A turn that
+    carries an earlier instruction as its task has nothing new to count."""
+    body = fixture("openai_chat")
+    response = api.post_json(URL, body)
+    assert response.status_code == 202, response.json()
+    process_all()
+    turns = list(Turn.objects.order_by("index").values_list("task_message", "messages", "new_message_tokens"))
+    first, second = body["messages"][1]["content"], body["messages"][15]["content"][0]["text"]
+
+    assert [task for task, _, _ in turns] == [first] * 6 + [second] * 2
+    assert [tokens > 0 for _, messages, tokens in turns] == [bool(messages) for _, messages, _ in turns]
+    assert [index for index, (_, messages, _) in enumerate(turns) if not messages] == [1, 3, 4]

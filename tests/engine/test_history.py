@@ -49,3 +49,13 @@ def test_the_whole_map_is_bounded_in_characters_keeping_the_most_called_tools():
     sessions = [session("a" * 100, ("busy", {}), ("quiet", {})), session("b" * 100, ("busy", {}))]
     assert list(learn_history(sessions, max_chars=250)) == ["busy"]
     assert list(learn_history(sessions, max_chars=300)) == ["busy", "quiet"]
+
+
+def test_each_call_is_linked_to_the_task_of_its_own_request():
+    # Issue 25, item 1: a chat's later instruction leads to the calls made after it.
+    history = learn_history([RecordedSession(
+        task_message="Find the bug",
+        calls=[("read_file", {}), ("run_migrations", {}), ("create_pr", {}), ("bash", {})],
+        call_tasks=["Find the bug", "Apply the migrations", "Open a pull request"])])
+    assert history == {"read_file": ["Find the bug"], "run_migrations": ["Apply the migrations"],
+                       "create_pr": ["Open a pull request"], "bash": ["Find the bug"]}

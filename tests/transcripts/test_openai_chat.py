@@ -84,13 +84,13 @@ def test_every_turn_advertises_the_transcript_tools_as_full_definitions():
     assert all(turn["tools"] == expected for turn in turns)
 
 
-def test_system_prompt_on_every_turn_and_task_message_only_on_the_first():
+def test_system_prompt_on_every_turn_and_task_message_the_latest_user_message():
     body = load_fixture(FIXTURE)
     turns = of_type(map_fixture(FIXTURE), "turn")
 
     assert all(turn["system_prompt"] == body["messages"][0]["content"] for turn in turns)
-    assert turns[0]["task_message"] == body["messages"][1]["content"]
-    assert [index for index, turn in enumerate(turns) if "task_message" in turn] == [0]
+    first, second = body["messages"][1]["content"], body["messages"][15]["content"][0]["text"]
+    assert [turn["task_message"] for turn in turns] == [first] * 6 + [second] * 2
 
 
 def test_each_turn_lists_the_text_messages_new_at_that_turn():

@@ -8,7 +8,9 @@ is found by the words the project's users actually use for it.
 
 What links a text to a tool, per session:
 
-- the session's task message, to every tool the session called;
+- the task message of each call's request (the latest instruction before it), to that call's
+  tool; a session recorded with one task message (`call_tasks` not given) links it to every
+  tool the session called;
 - each `tool_search` query, to the tools called after it and before the next `tool_search`
   call (the calls the search led to).
 
@@ -37,10 +39,13 @@ MAX_TOTAL_CHARS = 256_000
 @dataclass(frozen=True)
 class RecordedSession:
     """One session as history needs it: its task message and its calls in order, each a
-    (tool name, arguments) pair."""
+    (tool name, arguments) pair. `call_tasks`, when given, is the task of each call's request, in
+    the order of `calls`; a call without one (a blank text, or beyond the list) gets
+    `task_message`."""
 
     task_message: str = ""
     calls: Sequence[tuple[str, Mapping[str, Any]]] = field(default_factory=tuple)
+    call_tasks: Sequence[str] = field(default_factory=tuple)
 
 
 def learn_history(sessions: Iterable[RecordedSession], *, max_texts: int = MAX_TEXTS_PER_TOOL,
@@ -66,13 +71,14 @@ def learn_history(sessions: Iterable[RecordedSession], *, max_texts: int = MAX_T
 
 def _links(session: RecordedSession) -> Iterable[tuple[str, str]]:
     """(tool, text) for each text that led to each call of the session."""
-    task = _clean(session.task_message)
+    default = _clean(session.task_message)
     query = ""
-    for name, arguments in session.calls:
+    for position, (name, arguments) in enumerate(session.calls):
         if name == SEARCH_TOOL:
             query = _clean(arguments.get("query") if isinstance(arguments, Mapping) else "")
             continue
-        yield name, task
+        own = _clean(session.call_tasks[position]) if position < len(session.call_tasks) else ""
+        yield name, own or default
         if query:
             yield name, query
 

@@ -1,7 +1,7 @@
 """A project's learned search history: refreshed from its recorded sessions, served with policies.
 
 `search_history_refresh` reads the project's most recent sessions in three queries (their ids,
-their task messages, their calls with only a `tool_search` call's query taken out of the JSON),
+their turns' task messages, their calls with only a `tool_search` call's query taken out of the JSON),
 learns `{tool: texts}` with the engine (toolscope_agent.engine.history, the code the benchmark
 evaluates) and stores it with a revision hash. A changed revision invalidates the served
 policies, so agents get the new history at their next revalidation (a changed ETag); an
@@ -55,18 +55,29 @@ def search_history_refresh(*, project: Project, days: int = HISTORY_DAYS, max_se
 
 
 def _recorded_sessions(session_ids: list[int]) -> list[RecordedSession]:
-    """The sessions in the order of `session_ids` (newest first), as the engine reads them."""
-    tasks: dict[int, str] = {}
-    for session_id, message in (Turn.objects.filter(session_id__in=session_ids).exclude(task_message="")
-                                .order_by("session_id", "index").values_list("session_id", "task_message")):
-        tasks.setdefault(session_id, message)
+    """The sessions in the order of `session_ids` (newest first), as the engine reads them: each
+    call with the task of its request. A turn without a task works on the latest one before it
+    in its session (an agent that sends its instruction on the first turn only), as the
+    simulator replays it."""
+    tasks: dict[tuple[int, int], str] = {}
+    latest: dict[int, str] = {}
+    for session_id, index, message in (Turn.objects.filter(session_id__in=session_ids)
+                                       .order_by("session_id", "index", "started_at", "id")
+                                       .values_list("session_id", "index", "task_message")):
+        latest[session_id] = message or latest.get(session_id, "")
+        tasks.setdefault((session_id, index), latest[session_id])  # two turns of one index: the first's
     calls: dict[int, list[tuple[str, dict[str, Any]]]] = defaultdict(list)
+    call_tasks: dict[int, list[str]] = defaultdict(list)
     rows = (ToolCall.objects.filter(session_id__in=session_ids)
             .order_by("session_id", "turn_index", "started_at", "id")
-            .values_list("session_id", "tool_name", "arguments__query"))
-    for session_id, name, query in rows:
+            .values_list("session_id", "turn_index", "tool_name", "arguments__query"))
+    for session_id, turn_index, name, query in rows:
         calls[session_id].append((name, {"query": query} if name == SEARCH_TOOL else {}))
-    return [RecordedSession(task_message=tasks.get(sid, ""), calls=calls.get(sid, ())) for sid in session_ids]
+        call_tasks[session_id].append(tasks.get((session_id, turn_index), ""))
+    # A call of no stored turn keeps the session's first task, as before tasks were per request.
+    first = {session_id: task for (session_id, _), task in reversed(tasks.items()) if task}
+    return [RecordedSession(task_message=first.get(sid, ""), calls=calls.get(sid, ()),
+                            call_tasks=call_tasks.get(sid, ())) for sid in session_ids]
 
 
 def search_history_refresh_active(*, days: int = 1) -> int:

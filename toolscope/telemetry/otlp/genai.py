@@ -20,6 +20,9 @@ session's metadata says `content_captured: false`: tool definitions and messages
 so schema and message tokens are partial (the session page says so). A tool call whose request
 did not come with its turn's span is attached to the last inference span of its session started
 before it in the same export, else to that same fallback index.
+
+A turn's task is the latest user text of its input history (the instruction that request works
+on, as an agent passes its current one to `tools()`); tool results are no instruction.
 """
 
 from __future__ import annotations
@@ -152,9 +155,11 @@ def _turn(span: Span, session: str) -> tuple[dict[str, Any], list[dict[str, Any]
                             "latency_ms": round(max(0, span.end_ns - span.start_ns) / 1e6, 3)}
     if history is not None:
         turn["index"] = min(MAX_INDEX, sum(message.get("role") == "assistant" for message in history))
-        users = [_text(message) for message in history if message.get("role") == "user"]
-        if users and users[0]:
-            turn["task_message"] = users[0]
+        # The latest instruction: a user message of tool results only (Anthropic) has no text.
+        task = next((text for message in reversed(history)
+                     if message.get("role") == "user" and (text := _text(message))), None)
+        if task:
+            turn["task_message"] = task
         system = "\n".join(_text(message) for message in history if message.get("role") == "system")
         instructions = attributes.get("gen_ai.system_instructions")
         if isinstance(instructions, str):

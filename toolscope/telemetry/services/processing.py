@@ -318,8 +318,10 @@ def _turn_tokens(project: Project, events: list[dict[str, Any]]) -> tuple[list[i
 
     A system prompt sent only as a size is estimated at four characters a token."""
     prompts = [event.get("system_prompt", "") for event in events]
+    # A turn that lists its new messages counts them (none: nothing new, though its task, an
+    # earlier instruction, is set); one that does not counts its task message.
     messages = [
-        "\n".join(m["content"] for m in event.get("messages", ())) or event.get("task_message", "")
+        "\n".join(m["content"] for m in event["messages"]) if "messages" in event else event.get("task_message", "")
         for event in events
     ]
     counts = count_many(prompts + messages, project.encoding)

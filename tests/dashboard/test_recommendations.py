@@ -89,6 +89,28 @@ def test_the_recommendation_learns_on_older_sessions_and_scores_on_newer_ones(
     assert best["miss_rate"] == 0.0 and best["saved_share"] == (9600 - (8 * 200 + 4 * 500)) / 9600
     assert response.context["curve"] and b"data-apply" not in response.content  # a viewer cannot apply
     assert b"data-recommend>" not in response.content  # nor start one
+    # Issue 25, item 2: ranked on hard misses and net tokens. tool_search + top 2 sends as many
+    # schema tokens (read + edit + tool_search, 300 a session); its search finds git_commit for
+    # "commit the fix" (4 recoverable misses, git_status and git_diff 8 hard ones of 32 calls),
+    # each a round trip re-sending the turn's context (300 + the 2,000-token estimate: the
+    # turns' input is unknown), so it saves fewer net tokens.
+    search = next(row for row in found["candidates"] if row["name"] == "tool_search + top 2")
+    assert search["schema_tokens_saved"] == best["schema_tokens_saved"] == 9600 - 3600
+    assert (search["hard_miss_rate"], search["recoverable_misses"]) == (8 / 32, 4)
+    assert search["round_trip_tokens"] == 4 * 2300 and search["net_saved_tokens"] == 6000 - 4 * 2300
+    assert (best["round_trip_tokens"], best["net_saved_tokens"], best["recoverable_miss_rate"]) == (0, 6000, 0.0)
+    html = response.content.decode()
+    assert "Net tokens saved" in html and "Round-trip tokens added" in html and "Recoverable misses" in html
+
+
+def test_a_run_made_before_round_trips_were_priced_still_shows(
+        editor_client, project, recorded, django_capture_on_commit_callbacks):
+    run = computed(editor_client, project, django_capture_on_commit_callbacks)
+    old = ("saved_share", "miss_rate", "hard_misses", "saved_tokens", "name", "selection", "outputs")
+    result = {**run.result, "candidates": [{key: row[key] for key in old} for row in run.result["candidates"]]}
+    Recommendation.objects.filter(pk=run.pk).update(result=result)
+    response = page(editor_client, project, run)
+    assert response.status_code == 200 and response.context["curve"] and b"data-net-saved" in response.content
 
 
 def test_reading_the_page_never_starts_a_run(viewer_client, editor_client, project, recorded,

@@ -180,3 +180,29 @@ def test_cached_selections_and_searches_give_each_session_what_a_replay_of_it_al
         assert together.turns == [row for result in alone for row in result.turns], mode
         assert together.misses == [miss for result in alone for miss in result.misses], mode
         assert together.misses and together.sent_tokens < together.advertised_tokens, mode
+
+
+def test_a_recoverable_miss_costs_a_round_trip_that_resends_the_turns_context():
+    """Issue 25, item 2: each recoverable miss is one extra model request re-sending the turn's
+    context: the policy's schema tokens that turn plus the rest of the recorded input (the
+    turn's estimated input less the schema tokens then advertised), else ROUND_TRIP_CONTEXT_TOKENS."""
+    from toolscope_agent.engine.simulation import ROUND_TRIP_CONTEXT_TOKENS
+
+    session = ReplaySession("s3", [
+        RecordedTurn(message="show the unstaged git changes", advertised=EVERYTHING, calls=[call("git_diff")],
+                     input_tokens=1050 + 3000),
+        RecordedTurn(message="show the unstaged git changes", advertised=EVERYTHING, calls=[call("edit_file")]),
+    ])
+    search = policy("tool_search", always_on=["read_file", "tool_search"])
+    result = simulate(CATALOG, search, [session], schema_tokens=COSTS)
+    # Turn 0: read_file + tool_search sent (150) + 3,000 of history; turn 1's miss is hard: free.
+    assert [row.round_trip_tokens for row in result.turns] == [150 + 3000, 0]
+    assert result.round_trip_tokens == 3150 and result.net_saved_tokens == result.saved_tokens - 3150
+    assert (result.hard_miss_rate, result.recoverable_miss_rate) == (0.5, 0.5)
+    unknown = simulate(CATALOG, search, [ReplaySession("s4", [RecordedTurn(
+        message="show the unstaged git changes", advertised=EVERYTHING, calls=[call("git_diff")])])],
+        schema_tokens=COSTS)
+    assert unknown.round_trip_tokens == 150 + ROUND_TRIP_CONTEXT_TOKENS
+    progressive = simulate(CATALOG, policy("progressive"), [FIX_TESTS], schema_tokens=COSTS,
+                           menu_tokens=lambda menu: 10)
+    assert progressive.round_trip_tokens == 110 + 410 + 2 * ROUND_TRIP_CONTEXT_TOKENS

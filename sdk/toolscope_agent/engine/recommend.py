@@ -27,8 +27,14 @@ on the sessions it was fitted on):
   head_tail rule at COMPACT_TO tokens, on every candidate.
 
 Each candidate is a whole `selection` + `outputs` section that an editor can apply to the draft.
-`pareto` keeps the candidates no other beats on both figures; `recommend` picks the one saving
-the most schema tokens within a miss-rate budget (else the one missing least).
+It is ranked on two figures (issue 25, item 2): its **hard-miss rate** (calls nothing would have
+led the model to; a recoverable miss, found on the progressive menu or by the policy's search,
+is not a failure) and its **net tokens saved**: schema tokens saved less the round trips its
+recoverable misses cost, each an extra request re-sending that turn's context (the policy's
+schema tokens that turn plus the recorded input's system prompt and history; see
+engine/simulation.py). `pareto` keeps the candidates no other beats on both figures;
+`recommend` picks the one saving the most net tokens within a hard-miss budget (else the one
+missing least).
 """
 
 from __future__ import annotations
@@ -60,10 +66,17 @@ class Candidate:
     name: str
     selection: dict[str, Any]
     outputs: dict[str, Any]
-    saved_share: float = 0.0
-    miss_rate: float = 0.0
+    saved_share: float = 0.0  # schema tokens saved / advertised
+    miss_rate: float = 0.0  # every miss, hard or recoverable, per call
     hard_misses: int = 0
-    saved_tokens: int = 0
+    saved_tokens: int = 0  # schema tokens saved (as schema_tokens_saved, kept for older readers)
+    hard_miss_rate: float = 0.0
+    recoverable_misses: int = 0
+    recoverable_miss_rate: float = 0.0
+    schema_tokens_saved: int = 0
+    round_trip_tokens: int = 0  # what the recoverable misses' extra requests re-send
+    net_saved_tokens: int = 0  # schema_tokens_saved - round_trip_tokens
+    net_saved_share: float = 0.0  # net_saved_tokens / advertised schema tokens
 
     def document(self) -> dict[str, Any]:
         return {"selection": self.selection, "outputs": self.outputs}
@@ -118,30 +131,38 @@ def evaluate(catalog: Sequence[Mapping[str, Any]], found: Sequence[Candidate], h
     scored = []
     for candidate in found:
         result = simulate(catalog, candidate.document(), held_out, schema_tokens=schema_tokens)
-        scored.append(Candidate(candidate.name, candidate.selection, candidate.outputs,
-                                saved_share=result.saved_share, miss_rate=result.miss_rate,
-                                hard_misses=result.hard_misses, saved_tokens=result.saved_tokens))
+        advertised = result.advertised_tokens
+        scored.append(Candidate(
+            candidate.name, candidate.selection, candidate.outputs, saved_share=result.saved_share,
+            miss_rate=result.miss_rate, hard_misses=result.hard_misses, saved_tokens=result.saved_tokens,
+            hard_miss_rate=result.hard_miss_rate, recoverable_misses=result.recoverable_misses,
+            recoverable_miss_rate=result.recoverable_miss_rate, schema_tokens_saved=result.saved_tokens,
+            round_trip_tokens=result.round_trip_tokens, net_saved_tokens=result.net_saved_tokens,
+            net_saved_share=result.net_saved_tokens / advertised if advertised else 0.0))
         if progress is not None:
             progress(len(scored), len(found))
     return scored
 
 
 def pareto(scored: Sequence[Candidate]) -> list[Candidate]:
-    """The candidates no other saves more with at most as many misses, by miss rate ascending."""
-    ordered = sorted(scored, key=lambda c: (c.miss_rate, -c.saved_share, c.name))
+    """The candidates no other saves more net tokens with at most as many hard misses, by
+    hard-miss rate ascending."""
+    ordered = sorted(scored, key=lambda c: (c.hard_miss_rate, -c.net_saved_share, c.recoverable_miss_rate, c.name))
     front, best = [], float("-inf")
     for candidate in ordered:
-        if candidate.saved_share > best:
+        if candidate.net_saved_share > best:
             front.append(candidate)
-            best = candidate.saved_share
+            best = candidate.net_saved_share
     return front
 
 
 def recommend(front: Sequence[Candidate], *, miss_budget: float = MISS_BUDGET) -> Candidate | None:
-    within = [c for c in front if c.miss_rate <= miss_budget]
+    """The candidate saving the most net tokens with at most `miss_budget` hard misses per call,
+    else the one with the fewest hard misses."""
+    within = [c for c in front if c.hard_miss_rate <= miss_budget]
     if within:
-        return max(within, key=lambda c: (c.saved_share, -c.miss_rate))
-    return min(front, key=lambda c: (c.miss_rate, -c.saved_share)) if front else None
+        return max(within, key=lambda c: (c.net_saved_share, -c.hard_miss_rate, -c.recoverable_miss_rate))
+    return min(front, key=lambda c: (c.hard_miss_rate, -c.net_saved_share)) if front else None
 
 
 def _selection(mode: str, always_on: list[str], groups: Mapping[str, list[str]] | None = None,

@@ -16,7 +16,11 @@ by turn with the state the agent would keep (engine/selection.SessionState):
   activates it), or the policy sends the `tool_search` tool and its search, asked with the
   turn's task message, ranks the tool in its top_k. Any other miss is *hard*: the tool is not
   allowed, or nothing would have led the model to it. A recoverable miss costs one extra model
-  round trip (`recovery_round_trips`);
+  round trip (`recovery_round_trips`), priced in `round_trip_tokens`: the extra request re-sends
+  the turn's context, i.e. what the policy sends that turn (its schema tokens) plus the rest of
+  the turn's input (system prompt and history: the recorded `input_tokens` less the schema
+  tokens advertised then; ROUND_TRIP_CONTEXT_TOKENS when the turn's input is not known).
+  `net_saved_tokens` is the schema tokens saved less those;
 - the policy's `outputs` rules price each call's output: a repeat of an earlier output of the
   session, with duplicates suppressed, saves its tokens less the placeholder's; any other output
   over its limit (the first compaction rule matching the tool, or the tool's
@@ -43,6 +47,9 @@ from toolscope_agent.engine.selection import SessionState, policy_settings, sele
 
 RECOVERABLE = "recoverable"
 HARD = "hard"
+ROUND_TRIP_CONTEXT_TOKENS = 2_000
+"""A round trip's context besides the schemas (system prompt and history) when the turn's input
+is not known: an estimate (a short system prompt, the task and a few messages)."""
 SELECTION_CACHE_SIZE = 100_000
 """Selections a replay keeps by (message, state), and search answers by query; past this many
 it starts over."""
@@ -71,6 +78,8 @@ class RecordedTurn:
     calls: Sequence[RecordedCall] = ()
     model_output: str = ""
     advertised_tokens: int | None = None
+    input_tokens: int | None = None
+    """The request's estimated input (schemas, system prompt, history), when known."""
 
 
 @dataclass(frozen=True)
@@ -99,6 +108,8 @@ class TurnFigures:
     sent_tools: int
     calls: int
     misses: int
+    round_trip_tokens: int = 0
+    """What this turn's recoverable misses add: one request re-sending the turn's context each."""
 
 
 @dataclass
@@ -152,8 +163,25 @@ class Simulation:
         return len(self.misses) / self.calls if self.calls else 0.0
 
     @property
+    def hard_miss_rate(self) -> float:
+        return self.hard_misses / self.calls if self.calls else 0.0
+
+    @property
+    def recoverable_miss_rate(self) -> float:
+        return self.recoverable_misses / self.calls if self.calls else 0.0
+
+    @property
     def recovery_round_trips(self) -> int:
         return self.recoverable_misses
+
+    @property
+    def round_trip_tokens(self) -> int:
+        return sum(row.round_trip_tokens for row in self.turns)
+
+    @property
+    def net_saved_tokens(self) -> int:
+        """Schema tokens saved less the round trips' tokens."""
+        return self.saved_tokens - self.round_trip_tokens
 
 
 def simulate(catalog: Sequence[Mapping[str, Any]], policy: Mapping[str, Any], sessions: Iterable[ReplaySession],
@@ -205,7 +233,7 @@ class _Replay:
             message = turn.message or message
             sent, deferred, cost = self._selected(state, message)
             observed: list[dict[str, Any]] = []
-            misses = 0
+            misses = recovered = 0
             for call in turn.calls:
                 tool = result.tools.setdefault(call.name, ToolFigures())
                 tool.calls += 1
@@ -218,14 +246,20 @@ class _Replay:
                         tool.hard += 1
                     else:
                         tool.recoverable += 1
+                        recovered += 1
                     if miss.path == "search":
                         observed.append({"name": SEARCH_TOOL_NAME, "results": [call.name]})
                 observed.append(self._observed(call))
             state.observe(turn.model_output, observed, hint_prefix=self.settings.hint_prefix)
+            advertised = self._advertised_tokens(turn)
+            round_trips = 0
+            if recovered:
+                rest = (max(0, turn.input_tokens - advertised) if turn.input_tokens is not None
+                        else ROUND_TRIP_CONTEXT_TOKENS)
+                round_trips = recovered * (cost + rest)
             result.turns.append(TurnFigures(
                 session=session.key, turn=index, sent_tokens=cost, sent_tools=len(sent), calls=len(turn.calls),
-                advertised_tokens=self._advertised_tokens(turn),
-                misses=misses))
+                advertised_tokens=advertised, misses=misses, round_trip_tokens=round_trips))
 
     def _selected(self, state: SessionState, message: str) -> tuple[Mapping[str, str], frozenset[Any], int]:
         """What the policy sends for this state and message (names with reasons), the deferred

@@ -61,7 +61,8 @@ def simulation_sessions_load(*, rows: list[tuple[int, str]]) -> list[ReplaySessi
     queries, whatever their number."""
     ids = [session_id for session_id, _ in rows]
     turns = list(Turn.objects.filter(session_id__in=ids).order_by("session_id", "index", "started_at", "id")
-                 .values_list("session_id", "index", "task_message", "advertised_set_id", "schema_tokens"))
+                 .values_list("session_id", "index", "task_message", "advertised_set_id", "schema_tokens",
+                              "estimated_input_tokens"))
     advertised = dict(AdvertisedSet.objects.filter(pk__in={row[3] for row in turns if row[3]})
                       .values_list("pk", "tools"))
     calls: dict[tuple[int, int], list[RecordedCall]] = defaultdict(list)
@@ -74,12 +75,12 @@ def simulation_sessions_load(*, rows: list[tuple[int, str]]) -> list[ReplaySessi
             name, {"query": query} if name == SEARCH_TOOL_NAME else {}, output_tokens=output, duplicate_tokens=repeated,
             placeholder_tokens=placeholder if placeholder is not None else PLACEHOLDER_TOKENS if repeated else 0))
     by_session: dict[int, list[RecordedTurn]] = defaultdict(list)
-    for session_id, index, message, set_id, tokens in turns:
+    for session_id, index, message, set_id, tokens, input_tokens in turns:
         names = [entry.get("name") for entry in advertised.get(set_id) or [] if isinstance(entry, dict)]
         by_session[session_id].append(RecordedTurn(
             message=message, advertised=[name for name in names if isinstance(name, str)],
             # Two turns may share an index (a retry): the calls are the first's.
-            calls=calls.pop((session_id, index), []), advertised_tokens=tokens))
+            calls=calls.pop((session_id, index), []), advertised_tokens=tokens, input_tokens=input_tokens))
     return [ReplaySession(key, by_session.get(session_id, [])) for session_id, key in rows]
 
 

@@ -36,9 +36,6 @@ from toolscope_agent.engine.render import (
     render_openai,
     render_plain,
 )
-from toolscope_agent.engine.render import (
-    SEARCH_TOOL as SEARCH_TOOL_DEFINITION,
-)
 from toolscope_agent.engine.schemas import normalize_tool
 from toolscope_agent.engine.search import (
     DEFAULT_TOP_K,
@@ -49,7 +46,7 @@ from toolscope_agent.engine.search import (
     search_hits,
     search_tools,
 )
-from toolscope_agent.engine.selection import Selection, SessionState, policy_settings, select_tools
+from toolscope_agent.engine.selection import Selection, SessionState, search_tool_added, select_tools
 from toolscope_agent.engine.tokens import TokenCounter
 from toolscope_agent.errors import ToolscopeError
 from toolscope_agent.policy import PolicyCache
@@ -76,7 +73,6 @@ class ToolSelector:
         selector does not hold (its key needs `policy:read`). `artifacts` keeps the originals
         this selector compacted: its own 16 MiB store unless one is shared."""
         self.replace_tools(tools)
-        self._search_tool = normalize_tool(copy.deepcopy(SEARCH_TOOL_DEFINITION))
         self._policy = policy
         self.state = state if state is not None else SessionState()
         self._counter = counter
@@ -123,9 +119,7 @@ class ToolSelector:
         """This turn's selection. In `tool_search` mode a catalog without a `tool_search` tool of
         its own gets toolscope's (engine.render.SEARCH_TOOL); `observe` answers its calls."""
         policy = self.policy
-        catalog = self.catalog
-        if SEARCH_TOOL not in self._by_name and policy_settings(policy).mode == "tool_search":
-            catalog = [*catalog, self._search_tool]
+        catalog = search_tool_added(self.catalog, policy, has_search_tool=SEARCH_TOOL in self._by_name)
         return select_tools(catalog, policy, self.state, message)
 
     def tools(self, message: str = "", *, format: str = "openai") -> list[dict[str, Any]]:

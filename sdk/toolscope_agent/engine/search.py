@@ -35,7 +35,7 @@ from typing import Any, Protocol
 
 from toolscope_agent.engine import ranking, ranking_fuzzy
 from toolscope_agent.engine.bytecache import ByteDict, ByteLRU
-from toolscope_agent.engine.render import first_sentence
+from toolscope_agent.engine.render import SEARCH_TOOL_NAME, first_sentence
 
 DEFAULT_TOP_K = 8
 MAX_TOP_K = 20
@@ -212,18 +212,33 @@ def _name_and_description(tool: Any) -> tuple[Any, Any]:
     return (name if isinstance(name, str) else None, description if isinstance(description, str) else None)
 
 
+def searchable(catalog: Sequence[Mapping[str, Any]]) -> Sequence[Mapping[str, Any]]:
+    """The index a search ranks: `catalog` without the search tool itself (a search never
+    answers with `tool_search`, whether the agent's own or toolscope's). `search_tools` applies it,
+    so the SDK, `POST /api/v1/tools/search` and the simulator rank the same tools for a catalog
+    with or without one; the catalog itself when it has none (no copy)."""
+    try:
+        present = SEARCH_TOOL_NAME in map(_GET_NAME, catalog)
+    except (KeyError, TypeError, IndexError):
+        present = any(_name_and_description(tool)[0] == SEARCH_TOOL_NAME for tool in catalog)
+    if not present:
+        return catalog
+    return [tool for tool in catalog if _name_and_description(tool)[0] != SEARCH_TOOL_NAME]
+
+
 def search_tools(catalog: Sequence[Mapping[str, Any]], query: str, top_k: int = DEFAULT_TOP_K, *,
                  max_top_k: int = MAX_TOP_K, ranker: str = DEFAULT_RANKER,
                  history: Mapping[str, Sequence[str]] | None = None) -> list[SearchHit]:
     """At most `top_k` (clamped to 1..max_top_k, max_top_k to 1..20) tools of `catalog` that
     match `query`, best first (score descending, then name); [] for a blank query or one that
-    matches nothing.
+    matches nothing. `tool_search` itself is never ranked (`searchable`).
 
     Hits come from this catalog's own entries (their schemas, for the parameter summary), even
     when the ranking reuses a cached index built from an equal catalog.
     """
     if not query or not query.strip():
         return []
+    catalog = searchable(catalog)
     return search_hits(catalog, search_index(catalog, ranker, history).rank(query, top_k, max_top_k=max_top_k))
 
 

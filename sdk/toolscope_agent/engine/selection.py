@@ -35,6 +35,7 @@ answers, so what a turn loads or activates joins from the next `select_tools`.
 
 from __future__ import annotations
 
+import copy
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -43,7 +44,8 @@ from operator import itemgetter, not_
 from typing import Any, Protocol, TypeVar
 
 from toolscope_agent.engine.bytecache import ByteDict
-from toolscope_agent.engine.render import SEARCH_TOOL_NAME, menu_from_names
+from toolscope_agent.engine.render import SEARCH_TOOL, SEARCH_TOOL_NAME, menu_from_names
+from toolscope_agent.engine.schemas import normalize_tool
 
 try:
     import re2  # type: ignore[import-untyped, import-not-found, unused-ignore]  # no type hints
@@ -410,6 +412,23 @@ def candidates(catalog: Sequence[Mapping[str, Any]], allowed: frozenset[str] | N
         return names, catalog
     keep = [name in allowed for name in names] if clean and allowed is not None else _first_allowed(names, allowed)
     return list(compress(names, keep)), list(compress(catalog, keep))
+
+
+def search_tool_added(catalog: Sequence[Mapping[str, Any]], policy: Mapping[str, Any], *,
+                      has_search_tool: bool | None = None) -> Sequence[Mapping[str, Any]]:
+    """`catalog` as a `tool_search` policy selects from: with toolscope's own `tool_search`
+    (render.SEARCH_TOOL, normalized) appended when the catalog has none of its own, so the mode
+    always sends a way to search. The SDK's selector, the MCP gateway (through it) and
+    `POST /api/v1/policy/resolve` add it here. Other modes get `catalog` itself. `has_search_tool`
+    spares the scan for a caller that knows."""
+    if policy_settings(policy).mode != "tool_search":
+        return catalog
+    if has_search_tool is None:
+        has_search_tool = any(isinstance(tool, Mapping) and tool.get("name") == SEARCH_TOOL_NAME for tool in catalog)
+    return catalog if has_search_tool else [*catalog, _SEARCH_TOOL]
+
+
+_SEARCH_TOOL = normalize_tool(copy.deepcopy(SEARCH_TOOL))  # read, never changed: rendering copies
 
 
 def select_tools(catalog: Sequence[Mapping[str, Any]], policy: Mapping[str, Any], state: SessionState,

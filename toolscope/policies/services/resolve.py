@@ -7,8 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from toolscope_agent.engine.render import render_anthropic, render_openai, render_plain, selection_cost
-from toolscope_agent.engine.search import DEFAULT_RANKER, ranker_for, search_tools
-from toolscope_agent.engine.selection import SessionState, select_tools
+from toolscope_agent.engine.search import DEFAULT_RANKER, ranker_for, search_tools, searchable
+from toolscope_agent.engine.selection import SessionState, search_tool_added, select_tools
 
 from toolscope.policies.selectors import policy_label_served, policy_label_version, tool_catalog
 from toolscope.policies.services.semantic_search import semantic_index
@@ -41,11 +41,13 @@ def policy_resolve(
 ) -> dict[str, Any]:
     """The tools to send for `message`, rendered in `output_format`, and what they cost against
     sending every allowed tool. Of a name several sources define, the definition rendered is the
-    one the agent advertises (`advertised`, `source`; selectors.tool_catalog)."""
+    one the agent advertises (`advertised`, `source`; selectors.tool_catalog). In `tool_search`
+    mode a catalog without a `tool_search` tool gets toolscope's, as the SDK's selector adds it
+    (its calls are answered by `tools_search`); what sending everything costs leaves it out."""
     document = policy_document_for_label(project=project, label=label)
     catalog = tool_catalog(project=project, advertised=advertised, source=source)
     session = SessionState.from_dict(state)
-    selection = select_tools(catalog, document, session, message)
+    selection = select_tools(search_tool_added(catalog, document), document, session, message)
     everything = select_tools(catalog, {"selection": {"mode": "all", **_allowed(document)}}, SessionState(), "")
     flavor = "anthropic" if output_format == "anthropic" else "openai"
     count = counter(project.encoding)
@@ -90,7 +92,7 @@ def tools_search(*, project: Project, query: str, top_k: int, label: str = "prod
         ranker, semantic = ranker_for(settings), settings.get("semantic")
         if learned is not None and settings.get("learned"):
             history = learned.tools
-    catalog = tool_catalog(project=project)
+    catalog = searchable(tool_catalog(project=project))  # never answers with tool_search itself
     fused = semantic_index(catalog, semantic, ranker=ranker, history=history) if semantic else None
     hits = (fused.search(query, top_k) if fused is not None
             else search_tools(catalog, query, top_k, ranker=ranker, history=history))

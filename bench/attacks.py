@@ -90,6 +90,7 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue  # noqa:
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span  # noqa: E402
 
 from tests.attacks import bodies  # noqa: E402  (this checkout's, whatever --repo is)
+from tests.attacks.procfs import children, rss_bytes  # noqa: E402
 from tests.deploy import recipe  # noqa: E402
 
 PG_SERVER = os.environ.get("BENCH_PG_SERVER", "postgresql://postgres@127.0.0.1:5432")
@@ -113,23 +114,6 @@ def free_port() -> int:
 
 def loadavg() -> str:
     return " ".join(Path("/proc/loadavg").read_text().split()[:3])
-
-
-def children(pid: int) -> set[int]:
-    try:
-        return {int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()}
-    except (FileNotFoundError, ProcessLookupError):
-        return set()
-
-
-def rss_bytes(pid: int) -> int:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    except (FileNotFoundError, ProcessLookupError):
-        pass
-    return 0
 
 
 def percentile(values: list[float], q: float) -> float:

@@ -293,22 +293,3 @@ def create_key(stack: Stack, slug: str, scopes: tuple[str, ...] = ("ingest", "re
                           capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 0, done.stderr
     return done.stdout.strip().splitlines()[-1]
-
-
-def children(pid: int) -> set[int]:
-    """The processes `pid` started (granian's workers)."""
-    try:
-        return {int(child) for child in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()}
-    except FileNotFoundError:
-        return set()
-
-
-def rss_bytes(pid: int) -> int:
-    """The resident set of `pid` now (0 once it has gone)."""
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    except (FileNotFoundError, ProcessLookupError):
-        pass
-    return 0

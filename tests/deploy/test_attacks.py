@@ -24,7 +24,8 @@ from google.rpc.status_pb2 import Status
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
 from tests.attacks import bodies
-from tests.deploy.conftest import START_TIMEOUT, Stack, children, create_key, rss_bytes
+from tests.attacks.procfs import children, rss_bytes
+from tests.deploy.conftest import START_TIMEOUT, Stack, create_key
 
 pytestmark = pytest.mark.slow
 RSS_LIMIT = 300 * 1024 * 1024

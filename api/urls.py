@@ -6,6 +6,7 @@ from api.views.ingest import IngestView, TranscriptView
 from api.views.otlp import OtlpLogsView, OtlpTracesView
 from api.views.policy import PolicyView
 from api.views.read import BatchView, OverviewView, SessionsView, SessionView, ToolStatsView
+from api.views.recommendations import RecommendationApplyView, RecommendationsView, RecommendationView
 from api.views.resolve import ResolveView, ToolSearchView
 from api.views.simulations import SimulationsView, SimulationView
 from api.views.tools import ToolsView
@@ -29,6 +30,10 @@ urlpatterns = [
     path("batches/<int:batch_id>", BatchView.as_view(), name="batch"),
     path("simulations", SimulationsView.as_view(), name="simulations"),
     path("simulations/<int:simulation_id>", SimulationView.as_view(), name="simulation"),
+    path("recommendations", RecommendationsView.as_view(), name="recommendations"),
+    path("recommendations/<int:recommendation_id>", RecommendationView.as_view(), name="recommendation"),
+    path("recommendations/<int:recommendation_id>/apply", RecommendationApplyView.as_view(),
+         name="recommendation-apply"),
     path("schema", SpectacularAPIView.as_view(authentication_classes=[], permission_classes=[]), name="schema"),
     path("docs", SpectacularSwaggerView.as_view(url_name="api:schema", authentication_classes=[],
                                                 permission_classes=[]), name="docs"),

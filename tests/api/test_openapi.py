@@ -188,3 +188,14 @@ def test_transcript_fields_are_described_as_the_mapping_reads_them(schema):
     assert all(properties[name]["nullable"] for name in ("format", "session_id", "tools", "input", "metadata"))
     assert properties["session_id"]["maxLength"] == 160  # room for the ids derived from it
     assert {"type": "string"} in properties["input"]["oneOf"]  # one user message, as OpenAI takes it
+
+
+def test_the_recommendations_are_documented_with_examples(schema):
+    started = schema["paths"]["/api/v1/recommendations"]["post"]
+    assert started["summary"] and {"200", "202", "400", "404"} <= set(started["responses"])
+    assert started["requestBody"]["content"]["application/json"]["examples"]
+    assert {"200", "404"} <= set(schema["paths"]["/api/v1/recommendations/{recommendation_id}"]["get"]["responses"])
+    apply = schema["paths"]["/api/v1/recommendations/{recommendation_id}/apply"]["post"]
+    assert {"200", "400", "404", "409"} <= set(apply["responses"])
+    assert apply["responses"]["409"]["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/Error"}
+    assert apply["requestBody"]["content"]["application/json"]["examples"]

@@ -43,7 +43,9 @@ BIN = Path(sys.executable).parent
 #   with a 4xx (413 for too many events), so the validation is no looser than the description.
 # - good_data_accepted (positive_data_acceptance): what it calls valid is accepted, or a 404 for
 #   a label or an artifact that does not exist; so the description is no looser than the
-#   validation either. Not for /transcripts, whose messages are any provider's, as sent.
+#   validation either. A 409 too: applying a recommendation the worker has not finished is the
+#   run's state, not the request's data. Not for /transcripts, whose messages are any
+#   provider's, as sent.
 # - missing_required_header and ignored_auth: no key is a 401, never data.
 # Not used: response_headers_conformance (Retry-After is only on 429/503, which this run, its
 # rate limit off and its database up, never sees).
@@ -83,7 +85,7 @@ class Tally:
 
 
 NEGATIVE_STATUSES = ["400", "401", "403", "404", "405", "406", "409", "413", "415", "422", "428", "429", "5xx"]
-POSITIVE_STATUSES = ["2xx", "304", "404"]
+POSITIVE_STATUSES = ["2xx", "304", "404", "409"]
 LOOSE = {"POST /api/v1/transcripts"}
 
 

@@ -12,7 +12,7 @@ import pytest
 from django.db import connection
 
 from tests.e2e.fuzzing import LiveStack, batches_outcome, fuzz_project_create, fuzz_run, fuzz_schema
-from toolscope.policies.models import Simulation
+from toolscope.policies.models import Recommendation, Simulation
 
 pytestmark = pytest.mark.slow
 
@@ -44,9 +44,13 @@ def test_the_fuzzed_api_answers_as_described_and_stores_every_batch(stack):
     assert outcome["pending"] == outcome["processing"] == 0, outcome
     # The run reached every operation, and got past validation: it stored batches, and /policy
     # and /artifacts answered their documents.
-    assert len(tally.by_operation) == 18, tally.by_operation
+    assert len(tally.by_operation) == 21, tally.by_operation
     # Every simulation the fuzzer started, with whatever document it uploaded, ran or was
     # cancelled by it: none failed in the worker.
     failed = Simulation.objects.filter(project_id=project.project_id, status="failed").values_list("error", flat=True)
+    assert list(failed) == [], list(failed)
+    # And every recommendation it asked for, whatever range, agent, model and limit.
+    failed = Recommendation.objects.filter(project_id=project.project_id, status="failed").values_list("error",
+                                                                                                         flat=True)
     assert list(failed) == [], list(failed)
     assert outcome["done"] > 0 and tally.statuses[200] > 0 and tally.statuses[304] > 0, (outcome, tally.statuses)

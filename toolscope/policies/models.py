@@ -394,12 +394,17 @@ class SimulationTurns(models.Model):
 
 class Recommendation(BackgroundRun):
     """Candidate policies learnt from a project's recorded sessions and scored on newer ones
-    (services/recommendations.py). Keyed by (days, limit, newest session): new sessions make a
-    new one; asking again before reopens this one."""
+    (services/recommendations.py). Keyed by (days, limit, newest session), or for a time range
+    (the API's) by (start, end, agent, model, limit, newest session): new sessions make a new
+    one; asking again before reopens this one."""
 
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="recommendations")
-    days = models.PositiveSmallIntegerField()
+    days = models.PositiveSmallIntegerField(help_text="The last days learnt from; 0 for a time range.")
     limit = models.PositiveIntegerField()
+    start = models.DateTimeField(null=True, blank=True, help_text="A time range's start (with end), else days.")
+    end = models.DateTimeField(null=True, blank=True)
+    agent_name = models.CharField(max_length=200, blank=True, default="")
+    model = models.CharField(max_length=200, blank=True, default="")
     candidates_total = models.PositiveIntegerField(default=0)
     candidates_done = models.PositiveIntegerField(default=0)
 
@@ -407,6 +412,7 @@ class Recommendation(BackgroundRun):
         constraints = [models.UniqueConstraint(fields=["project", "key"], name="recommendation_key_unique")]
 
     def __str__(self) -> str:
-        return f"{self.project} recommendations from {self.days} days ({self.status})"
+        window = f"{self.start:%Y-%m-%d %H:%M}..{self.end:%Y-%m-%d %H:%M}" if self.start else f"{self.days} days"
+        return f"{self.project} recommendations from {window} ({self.status})"
 
     progress_fields = ("candidates_done", "candidates_total")

@@ -2,7 +2,8 @@
 and applying one to the draft.
 
 `recommendation_start` queues a `Recommendation` for (days, limit) at the project's newest
-session, or reopens the one already made: the page shows its progress (candidates scored) and
+session (the dashboard), or for a time range, agent, model and limit (the API), or reopens the
+one already made: the page shows its progress (candidates scored) and
 then its candidates. `recommendation_run`, in the worker, calls `policy_recommendations`: a
 sample of recorded sessions (the newest `limit` of the last `days`), candidate policies learnt
 on the older half and scored on the newer half with the engine
@@ -17,7 +18,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable
 from dataclasses import asdict
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
@@ -50,20 +51,30 @@ MIN_SESSIONS = 10
 RUN_TASK = "workers.recommendation_run"
 
 
-def recommendation_start(*, project: Project, days: int, limit: int, user: Any = None,
-                         retry: bool = False) -> tuple[Recommendation, bool]:
-    """The recommendation for (days, limit) at the project's newest session, and whether it was
-    queued now. One already made is reopened as it is: done, running, or (unless `retry`)
+def recommendation_start(*, project: Project, days: int = 0, limit: int, user: Any = None,
+                         retry: bool = False, start: datetime | None = None, end: datetime | None = None,
+                         agent_name: str = "", model: str = "") -> tuple[Recommendation, bool]:
+    """The recommendation for (days, limit), or with `start` and `end` for that range's sessions
+    (of `agent_name` and `model` when given), at the project's newest session, and whether it
+    was queued now. One already made is reopened as it is: done, running, or (unless `retry`)
     failed."""
     newest = Session.objects.filter(project=project).order_by("-id").values_list("id", flat=True).first()
-    key = hashlib.sha256(f"{days}:{limit}:{newest}".encode()).hexdigest()
+    if start is not None and end is not None:
+        days = 0
+        asked = f"range:{start.isoformat()}:{end.isoformat()}:{agent_name}:{model}:{limit}:{newest}"
+    else:
+        start = end = None
+        agent_name = model = ""
+        asked = f"{days}:{limit}:{newest}"
+    key = hashlib.sha256(asked.encode()).hexdigest()
     with transaction.atomic():
         existing = Recommendation.objects.select_for_update().filter(project=project, key=key).first()
         if existing is not None and not (retry and existing.status == SimulationStatus.FAILED):
             return existing, False
         if existing is not None:
             existing.delete()
-        run = Recommendation.objects.create(project=project, key=key, days=days, limit=limit,
+        run = Recommendation.objects.create(project=project, key=key, days=days, limit=limit, start=start, end=end,
+                                            agent_name=agent_name, model=model,
                                             created_by=user if user is not None and user.is_authenticated else None)
         transaction.on_commit(lambda: background_enqueue(RUN_TASK, run.pk), robust=True)
     return run, True
@@ -78,20 +89,26 @@ def recommendation_run(*, recommendation_id: int) -> Recommendation | None:
 def _compute(run: Recommendation) -> dict[str, Any]:
     def progress(done: int, total: int) -> None:
         Recommendation.objects.filter(pk=run.pk).update(candidates_done=done, candidates_total=total)
-    return policy_recommendations(project=run.project, days=run.days, limit=run.limit, progress=progress)
+    return policy_recommendations(project=run.project, days=run.days, limit=run.limit, start=run.start,
+                                  end=run.end, agent_name=run.agent_name, model=run.model, progress=progress)
 
 
 background_kind(Recommendation, task=RUN_TASK, work=_compute)
 
 
 def policy_recommendations(*, project: Project, days: int = 14, limit: int = 2000,
-                           progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+                           start: datetime | None = None, end: datetime | None = None, agent_name: str = "",
+                           model: str = "", progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
     """{"sessions", "fit", "held_out", "candidates", "front", "recommended"}: every candidate with
     its held-out figures, the Pareto front's names, and the recommended one's name (None with
-    fewer than MIN_SESSIONS sessions). `progress(done, total)` follows the candidates scored."""
-    end = timezone.now()
-    rows = simulation_session_rows(project=project, start=end - timedelta(days=days), end=end, limit=limit,
-                                   newest=True)
+    fewer than MIN_SESSIONS sessions), learnt from the newest `limit` sessions of the last `days`
+    or, given `start` and `end`, of that range (of `agent_name` and `model` when given).
+    `progress(done, total)` follows the candidates scored."""
+    if start is None or end is None:
+        end = timezone.now()
+        start = end - timedelta(days=days)
+    rows = simulation_session_rows(project=project, start=start, end=end, agent_name=agent_name or None,
+                                   model=model or None, limit=limit, newest=True)
     sessions = simulation_sessions_load(rows=[(pk, key) for pk, key, _ in rows])
     half = len(sessions) // 2
     fit, held_out = sessions[:half], sessions[half:]

@@ -1,0 +1,232 @@
+"""/api/v1/recommendations: the dashboard's policy recommendations over REST (issue 25, item 5).
+POST starts them for a time range in a worker (or reopens the run already made for the same
+request), GET reads their progress and, when done, the candidates with their figures, the
+recommended one and its policy document; POST .../apply writes a candidate into the draft as the
+dashboard's apply does (toolscope/policies/services/recommendations.py).
+
+Scopes: starting and reading take `policy:read`, as /simulations (a run reads the recorded
+sessions and changes no policy); applying changes the draft, which the dashboard lets editors
+do, so it takes `admin` (there is no policy-writing scope; an agent's `policy:read` key must not
+rewrite the draft)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from drf_spectacular.utils import OpenApiExample, extend_schema, extend_schema_field
+from rest_framework import exceptions, serializers, status
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from api.ranges import time_range
+from api.serializers import ErrorSerializer, StrictBooleanField, StrictCharField, StrictIntegerField
+from api.views.resolve import READ_ERRORS
+from toolscope.policies.models import Policy, Recommendation, SimulationStatus
+from toolscope.policies.services.background import background_queue_position
+from toolscope.policies.services.documents import policy_document_build
+from toolscope.policies.services.recommendations import policy_draft_apply, recommendation_start
+
+MIN_LIMIT, MAX_LIMIT, DEFAULT_LIMIT = 20, 5000, 2000  # the dashboard's form
+DEFAULT_DAYS = 14
+
+
+class RecommendationInput(serializers.Serializer):
+    start = serializers.DateTimeField(required=False, help_text="Learn from sessions started at or after "
+                                      f"(default: {DEFAULT_DAYS} days before the end).")
+    end = serializers.DateTimeField(required=False, help_text="Sessions started before (default: now).")
+    agent_name = StrictCharField(required=False, allow_blank=True, max_length=200, help_text="Blank: any agent.")
+    model = StrictCharField(required=False, allow_blank=True, max_length=200, help_text="Blank: any model.")
+    limit = StrictIntegerField(required=False, min_value=MIN_LIMIT, max_value=MAX_LIMIT, default=DEFAULT_LIMIT,
+                               help_text="The newest this many sessions: the older half learns the candidates, "
+                               "the newer half scores them.")
+    retry = StrictBooleanField(required=False, default=False, help_text="Start a failed run afresh; "
+                               "otherwise it is reopened as it is.")
+
+
+class CandidateOutput(serializers.Serializer):
+    name = serializers.CharField()
+    selection = serializers.DictField(help_text="The policy document's `selection` this candidate writes.")
+    outputs = serializers.DictField(help_text="The policy document's `outputs` this candidate writes.")
+    schema_tokens_saved = serializers.IntegerField()
+    round_trip_tokens = serializers.IntegerField(help_text="Added by its recoverable misses' round trips.")
+    net_saved_tokens = serializers.IntegerField()
+    net_saved_share = serializers.FloatField()
+    hard_miss_rate = serializers.FloatField(help_text="Hard misses per held-out call.")
+    recoverable_misses = serializers.IntegerField()
+    recoverable_miss_rate = serializers.FloatField(help_text="Recoverable misses per held-out call.")
+    saved_share = serializers.FloatField()
+    miss_rate = serializers.FloatField()
+
+
+class RecommendationResult(serializers.Serializer):
+    sessions = serializers.IntegerField()
+    fit = serializers.IntegerField(help_text="Sessions the candidates learnt from (the older half).")
+    held_out = serializers.IntegerField(help_text="Sessions they were scored on (the newer half).")
+    candidates = CandidateOutput(many=True)
+    front = serializers.ListField(child=serializers.CharField(), help_text="The Pareto front's names.")
+    recommended = serializers.CharField(allow_null=True, help_text="The front's candidate saving most net "
+                                        "tokens within 2% hard misses; null with fewer than 10 sessions.")
+    recommended_document = serializers.DictField(allow_null=True, help_text="The recommended candidate's "
+                                                 "policy document sections: {selection, outputs}.")
+
+
+class RecommendationOutput(serializers.Serializer):
+    id = serializers.IntegerField()
+    status = serializers.ChoiceField(choices=SimulationStatus.choices)
+    selection = serializers.SerializerMethodField()
+    progress = serializers.FloatField(help_text="0..1: candidates scored.")
+    candidates_done = serializers.IntegerField()
+    candidates_total = serializers.IntegerField()
+    created_at = serializers.DateTimeField()
+    finished_at = serializers.DateTimeField(allow_null=True)
+    error = serializers.CharField(help_text="Why a failed run failed.")
+    queued_behind = serializers.SerializerMethodField(
+        help_text="While pending: how many of the project's simulations and recommendations are ahead of it "
+        "(running, or asked for before it); a project runs SIMULATIONS_PER_PROJECT at once. Null otherwise.")
+    result = serializers.SerializerMethodField(help_text="When done: the candidates and the recommended one.")
+
+    @extend_schema_field({"type": "object", "properties": {
+        "start": {"type": "string", "format": "date-time", "nullable": True},
+        "end": {"type": "string", "format": "date-time", "nullable": True},
+        "days": {"type": "integer", "description": "The dashboard's window in days; 0 for a time range."},
+        "agent_name": {"type": "string"}, "model": {"type": "string"}, "limit": {"type": "integer"}}})
+    def get_selection(self, run: Recommendation) -> dict[str, Any]:
+        return {"start": run.start and run.start.isoformat(), "end": run.end and run.end.isoformat(),
+                "days": run.days, "agent_name": run.agent_name, "model": run.model, "limit": run.limit}
+
+    def get_queued_behind(self, run: Recommendation) -> int | None:
+        return background_queue_position(run)
+
+    @extend_schema_field(RecommendationResult(allow_null=True))
+    def get_result(self, run: Recommendation) -> dict[str, Any] | None:
+        if run.status != SimulationStatus.DONE or not run.result:
+            return None
+        rows = [candidate_figures(row) for row in run.result["candidates"]]
+        best = next((row for row in rows if row["name"] == run.result["recommended"]), None)
+        return RecommendationResult({
+            **run.result, "candidates": rows,
+            "recommended_document": {"selection": best["selection"], "outputs": best["outputs"]} if best else None,
+        }).data
+
+
+def candidate_figures(row: dict[str, Any]) -> dict[str, Any]:
+    """A candidate's figures, with those a run made before issue 25, item 2 lacks (no round
+    trips priced: every miss counted hard), as the dashboard shows them."""
+    return {"hard_miss_rate": row["miss_rate"], "recoverable_misses": 0, "recoverable_miss_rate": 0.0,
+            "schema_tokens_saved": row.get("saved_tokens", 0), "round_trip_tokens": 0,
+            "net_saved_tokens": row.get("saved_tokens", 0), "net_saved_share": row["saved_share"], **row}
+
+
+@extend_schema_field({"oneOf": [{"type": "string", "minLength": 1, "maxLength": 200},
+                                {"type": "integer", "minimum": 0, "maximum": 100_000}],
+                      "description": "The candidate's name, or its index in the run's `candidates`."})
+class CandidateField(serializers.Field):
+    default_error_messages = {"invalid": "A candidate's name (a non-empty string) or index (an integer ≥ 0)."}
+
+    def to_internal_value(self, data: Any) -> str | int:
+        if isinstance(data, float) and data.is_integer():
+            data = int(data)
+        if isinstance(data, bool) or not isinstance(data, str | int):
+            self.fail("invalid")
+        if not (0 < len(data) <= 200 if isinstance(data, str) else 0 <= data <= 100_000):
+            self.fail("invalid")
+        return data
+
+    def to_representation(self, value: Any) -> Any:
+        return value
+
+
+class ApplyInput(serializers.Serializer):
+    candidate = CandidateField()
+
+
+def _answer(run: Recommendation, code: int = status.HTTP_200_OK) -> Response:
+    return Response(RecommendationOutput(run).data, status=code)
+
+
+def _run(request: Request, recommendation_id: int) -> Recommendation:
+    run = Recommendation.objects.filter(project=request.auth.project, pk=recommendation_id).first()
+    if run is None:
+        raise exceptions.NotFound("No recommendation with this id in the key's project.")
+    return run
+
+
+class Conflict(exceptions.APIException):
+    status_code = status.HTTP_409_CONFLICT
+    default_code = "conflict"
+
+
+class RecommendationsView(APIView):
+    required_scope = "policy:read"
+
+    @extend_schema(
+        summary="Recommend policies from recorded sessions",
+        description="Learns candidate policies on the older half of the newest `limit` sessions of the range "
+        "(of `agent_name` and `model` when given) and scores them on the newer half, in a worker, as the "
+        "dashboard's Recommend does. The same request, while no new session has arrived, reopens the same "
+        "run (200), pending, running, done or failed (unless `retry`); a new one is queued (202) behind the "
+        "project's other runs. Poll its URL.",
+        request=RecommendationInput, responses={200: RecommendationOutput, 202: RecommendationOutput, **READ_ERRORS},
+        examples=[OpenApiExample("The coding agent's last two weeks", request_only=True, value={
+            "start": "2026-01-01T00:00:00Z", "end": "2026-01-15T00:00:00Z", "agent_name": "coder", "limit": 2000})],
+    )
+    def post(self, request: Request) -> Response:
+        serializer = RecommendationInput(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        start, end = time_range(data.get("start"), data.get("end"), timedelta(days=DEFAULT_DAYS))
+        run, created = recommendation_start(project=request.auth.project, limit=data["limit"], start=start, end=end,
+                                            agent_name=data.get("agent_name") or "", model=data.get("model") or "",
+                                            retry=data["retry"])
+        run.refresh_from_db()
+        return _answer(run, status.HTTP_202_ACCEPTED if created else status.HTTP_200_OK)
+
+
+class RecommendationView(APIView):
+    required_scope = "policy:read"
+
+    @extend_schema(summary="Read a recommendation run", description="Its status and progress (candidates "
+                   "scored), how many runs it waits behind, and when done the candidates with their held-out "
+                   "figures, the Pareto front, the recommended one and its policy document.",
+                   responses={200: RecommendationOutput, **READ_ERRORS})
+    def get(self, request: Request, recommendation_id: int) -> Response:
+        return _answer(_run(request, recommendation_id))
+
+
+class RecommendationApplyView(APIView):
+    required_scope = "admin"
+
+    @extend_schema(
+        summary="Apply a recommended candidate to the draft",
+        description="Writes the candidate's selection (mode, always-on set, groups, context rules) and outputs "
+        "(compaction rules, duplicate suppression) into the project's draft policy, in one audited transaction, "
+        "as the dashboard's apply does; the rest of the draft is kept. Answers the draft's document. Takes "
+        "the `admin` scope: it changes the policy. A run not done yet is a 409; an unknown candidate a 404.",
+        request=ApplyInput,
+        responses={200: serializers.DictField(help_text="The draft's policy document (docs/policy.md)."),
+                   409: ErrorSerializer, **READ_ERRORS},
+        examples=[OpenApiExample("By name", request_only=True, value={"candidate": "always-on top 2 + 1 rules"}),
+                  OpenApiExample("By index", request_only=True, value={"candidate": 0})],
+    )
+    def post(self, request: Request, recommendation_id: int) -> Response:
+        run = _run(request, recommendation_id)
+        serializer = ApplyInput(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        wanted = serializer.validated_data["candidate"]
+        if run.status != SimulationStatus.DONE:
+            raise Conflict(f"This recommendation is {run.status}: only a done one's candidates can be applied.")
+        rows = run.result["candidates"]
+        if isinstance(wanted, int):
+            chosen = rows[wanted] if wanted < len(rows) else None
+        else:
+            chosen = next((row for row in rows if row["name"] == wanted), None)
+        if chosen is None:
+            raise exceptions.NotFound(f"No candidate {wanted!r} in this recommendation.")
+        policy = Policy.objects.filter(project=request.auth.project).first()
+        if policy is None:
+            raise exceptions.NotFound("The key's project has no draft policy.")
+        policy_draft_apply(policy=policy, selection=chosen["selection"], outputs=chosen["outputs"], user=None)
+        policy.refresh_from_db()
+        return Response(policy_document_build(policy=policy))

@@ -1,0 +1,197 @@
+"""/api/v1/recommendations (issue 25, item 5): start the recommendations of a time range in a
+worker (the dashboard's service and fairness), read their progress and candidates, reopen them
+for the same request, apply a candidate to the draft as the dashboard does; per project only."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from tests.admin.builders import make_policy, make_tool
+from tests.api.conftest import KeyClient
+from tests.factories import make_key, make_session, make_tool_call, make_turn
+from toolscope.policies.models import PolicyAuditEntry, Recommendation, SimulationStatus
+from toolscope.policies.services.recommendations import recommendation_run
+
+URL = "/api/v1/recommendations"
+NAMES = ["read_file", "edit_file", "git_status", "git_diff", "git_commit", "deploy", "query_db", "tool_search"]
+BEST = "always-on top 2 + 1 rules"
+
+
+@pytest.fixture
+def recorded(project):
+    """tests/dashboard/test_recommendations.py's sessions, plus one of another agent."""
+    tools = {name: make_tool(project, name, schema_tokens=100) for name in NAMES}
+    policy = make_policy(project, always_on=list(tools.values()))
+    start = timezone.now() - timedelta(days=2)
+    for n in range(24):
+        session = make_session(project, started_at=start + timedelta(minutes=n))
+        if n % 3 == 0:
+            turn = make_turn(session, 0, advertised=NAMES, task_message="commit the fix", schema_tokens=800)
+            calls = ["read_file", "git_status", "git_diff", "git_commit"]
+        else:
+            turn = make_turn(session, 0, advertised=NAMES, task_message="fix the bug", schema_tokens=800)
+            calls = ["read_file", "edit_file"]
+        for name in calls:
+            make_tool_call(turn, name, output_tokens=9000 if name == "edit_file" else 300)
+    return policy
+
+
+@pytest.fixture
+def reader(project):
+    return KeyClient(make_key(project, scopes=["policy:read"]).secret)
+
+
+@pytest.fixture
+def admin(project):
+    return KeyClient(make_key(project, scopes=["admin"]).secret)
+
+
+WINDOW = {"start": (timezone.now() - timedelta(days=7)).isoformat(), "end": "2099-01-01T00:00:00Z", "limit": 100}
+
+
+def start(client, body, capture) -> tuple[int, dict]:
+    with capture(execute=False) as callbacks:
+        response = client.post(URL, body, format="json")
+    return response.status_code, response.json() | {"queued": len(callbacks)}
+
+
+def computed(client, capture, body=WINDOW) -> dict:
+    code, started = start(client, body, capture)
+    assert code == 202 and started["queued"] == 1
+    recommendation_run(recommendation_id=started["id"])
+    return client.get(f"{URL}/{started['id']}").json()
+
+
+def test_a_run_starts_shows_its_progress_and_is_reopened(reader, recorded, django_capture_on_commit_callbacks):
+    code, started = start(reader, WINDOW, django_capture_on_commit_callbacks)
+    assert code == 202 and started["status"] == "pending" and started["queued"] == 1
+    assert started["selection"]["limit"] == 100 and started["selection"]["agent_name"] == ""
+    pending = reader.get(f"{URL}/{started['id']}").json()
+    assert (pending["status"], pending["progress"], pending["queued_behind"], pending["result"]) == (
+        "pending", 0.0, 0, None)
+    assert (pending["candidates_done"], pending["candidates_total"]) == (0, 0)
+    code, again = start(reader, WINDOW, django_capture_on_commit_callbacks)
+    assert code == 200 and again["id"] == started["id"] and again["queued"] == 0
+    code, other = start(reader, {**WINDOW, "limit": 50}, django_capture_on_commit_callbacks)
+    assert code == 202 and other["id"] != started["id"]
+    # The project's fairness, as for the dashboard's runs: the second waits behind the first.
+    assert reader.get(f"{URL}/{other['id']}").json()["queued_behind"] == 1
+    assert Recommendation.objects.get(pk=started["id"]).days == 0
+
+
+def test_a_done_run_has_its_candidates_figures_and_recommended_document(
+        reader, recorded, django_capture_on_commit_callbacks):
+    done = computed(reader, django_capture_on_commit_callbacks)
+    assert done["status"] == "done" and done["progress"] == 1.0 and done["queued_behind"] is None
+    result = done["result"]
+    assert (result["sessions"], result["fit"], result["held_out"]) == (24, 12, 12)
+    assert result["recommended"] == BEST and BEST in result["front"]
+    best = next(row for row in result["candidates"] if row["name"] == BEST)
+    # As on the dashboard (tests/dashboard/test_recommendations.py): 12 x 800 advertised held out.
+    assert (best["schema_tokens_saved"], best["round_trip_tokens"], best["net_saved_tokens"]) == (6000, 0, 6000)
+    assert (best["hard_miss_rate"], best["recoverable_miss_rate"]) == (0.0, 0.0)
+    search = next(row for row in result["candidates"] if row["name"] == "tool_search + top 2")
+    assert search["hard_miss_rate"] == 8 / 32 and search["round_trip_tokens"] == 4 * 2300
+    assert result["recommended_document"] == {"selection": best["selection"], "outputs": best["outputs"]}
+    assert result["recommended_document"]["selection"]["mode"] == "context_rules"
+
+
+def test_the_agent_and_model_select_the_sessions(reader, recorded, django_capture_on_commit_callbacks):
+    done = computed(reader, django_capture_on_commit_callbacks, {**WINDOW, "agent_name": "nobody"})
+    assert done["selection"]["agent_name"] == "nobody"
+    assert done["result"]["sessions"] == 0 and done["result"]["recommended"] is None
+
+
+@pytest.mark.parametrize("candidate", [BEST, "index"])
+def test_applying_a_candidate_changes_the_draft_as_the_dashboard_does(
+        reader, admin, project, recorded, django_capture_on_commit_callbacks, candidate):
+    done = computed(reader, django_capture_on_commit_callbacks)
+    if candidate == "index":
+        candidate = [row["name"] for row in done["result"]["candidates"]].index(BEST)
+    recorded.hint_prefix, recorded.search_top_k = "#", 7  # not a candidate's to decide: kept
+    recorded.save()
+    response = admin.post(f"{URL}/{done['id']}/apply", {"candidate": candidate}, format="json")
+    assert response.status_code == 200, response.json()
+    document = response.json()
+    recorded.refresh_from_db()
+    assert recorded.mode == "context_rules"
+    assert sorted(recorded.always_on.values_list("name", flat=True)) == ["edit_file", "read_file"]
+    group = recorded.groups.get()
+    assert sorted(group.tools.values_list("name", flat=True)) == ["git_commit", "git_diff", "git_status"]
+    rule = recorded.context_rules.get()
+    assert rule.keywords == ["commit"] and list(rule.groups.all()) == [group]
+    assert list(recorded.compaction_rules.values_list("tools", "max_tokens")) == [("edit_file", 2000)]
+    assert PolicyAuditEntry.objects.filter(project=project, action="draft_changed").count() == 1
+    assert (recorded.hint_prefix, recorded.search_top_k) == ("#", 7)
+    assert document["selection"]["mode"] == "context_rules"
+    assert sorted(document["selection"]["always_on"]) == ["edit_file", "read_file"]
+
+
+def test_applying_needs_the_admin_scope_a_done_run_and_a_known_candidate(
+        reader, admin, recorded, django_capture_on_commit_callbacks):
+    _, started = start(reader, WINDOW, django_capture_on_commit_callbacks)
+    apply = f"{URL}/{started['id']}/apply"
+    assert admin.post(apply, {"candidate": BEST}, format="json").status_code == 409  # not done yet
+    recommendation_run(recommendation_id=started["id"])
+    assert reader.post(apply, {"candidate": BEST}, format="json").status_code == 403
+    unknown = admin.post(apply, {"candidate": "no such candidate"}, format="json")
+    assert unknown.status_code == 404 and "no such candidate" in unknown.json()["detail"]
+    assert admin.post(apply, {"candidate": 999}, format="json").status_code == 404
+    for bad in ({}, {"candidate": True}, {"candidate": -1}, {"candidate": ""}, {"candidate": None}):
+        response = admin.post(apply, bad, format="json")
+        assert response.status_code == 400 and response.json()["field"] == "candidate", bad
+    assert PolicyAuditEntry.objects.filter(action="draft_changed").count() == 0
+
+
+@pytest.mark.parametrize(("body", "field"), [
+    ({"limit": 10}, "limit"),
+    ({"limit": 5001}, "limit"),
+    ({"start": "yesterday"}, "start"),
+    ({"agent_name": 3}, "agent_name"),
+    ({"retry": "yes"}, "retry"),
+])
+def test_bad_input_is_a_400_naming_the_field(reader, recorded, body, field):
+    response = reader.post(URL, body, format="json")
+    assert response.status_code == 400 and response.json()["field"] == field
+    assert not Recommendation.objects.exists()
+
+
+def test_a_failed_run_is_reopened_unless_retried(reader, recorded, django_capture_on_commit_callbacks):
+    _, started = start(reader, WINDOW, django_capture_on_commit_callbacks)
+    Recommendation.objects.filter(pk=started["id"]).update(status=SimulationStatus.FAILED, error="MemoryError")
+    code, again = start(reader, WINDOW, django_capture_on_commit_callbacks)
+    assert code == 200 and again["id"] == started["id"] and again["error"] == "MemoryError"
+    code, retried = start(reader, {**WINDOW, "retry": True}, django_capture_on_commit_callbacks)
+    assert code == 202 and retried["id"] != started["id"] and retried["queued"] == 1
+
+
+def test_another_projects_key_cannot_read_or_apply_it(reader, recorded, other_project,
+                                                      django_capture_on_commit_callbacks):
+    done = computed(reader, django_capture_on_commit_callbacks)
+    other = KeyClient(make_key(other_project, scopes=["admin"]).secret)
+    assert other.get(f"{URL}/{done['id']}").status_code == 404
+    assert other.post(f"{URL}/{done['id']}/apply", {"candidate": BEST}, format="json").status_code == 404
+    assert reader.get(f"{URL}/{done['id'] + 1000}").status_code == 404
+    assert KeyClient(make_key(other_project, scopes=["ingest"]).secret).post(URL, WINDOW, format="json"
+                                                                             ).status_code == 403
+
+
+def test_the_answers_are_the_documented_ones(client, reader, admin, recorded, django_capture_on_commit_callbacks):
+    from tests.api.test_openapi import assert_documented
+
+    schema = client.get("/api/v1/schema", HTTP_ACCEPT="application/vnd.oai.openapi+json").json()
+    with django_capture_on_commit_callbacks(execute=False):
+        started = reader.post(URL, WINDOW, format="json")
+    assert_documented(schema, "/api/v1/recommendations", "post", started)
+    run = f"{URL}/{started.json()['id']}"
+    assert_documented(schema, "/api/v1/recommendations/{recommendation_id}", "get", reader.get(run))
+    assert_documented(schema, "/api/v1/recommendations/{recommendation_id}/apply", "post",
+                      admin.post(f"{run}/apply", {"candidate": BEST}, format="json"))
+    recommendation_run(recommendation_id=started.json()["id"])
+    assert_documented(schema, "/api/v1/recommendations/{recommendation_id}", "get", reader.get(run))
+    assert_documented(schema, "/api/v1/recommendations/{recommendation_id}/apply", "post",
+                      admin.post(f"{run}/apply", {"candidate": 0}, format="json"))
+    assert_documented(schema, "/api/v1/recommendations", "post", reader.post(URL, {"limit": 1}, format="json"))

@@ -19,7 +19,7 @@ from django.conf import settings
 from rest_framework import exceptions
 from rest_framework.parsers import BaseParser
 
-from toolscope.telemetry.otlp.budget import json_containers
+from toolscope.telemetry.otlp.budget import json_containers_over
 
 READ_CHUNK = 64 * 1024
 # orjson writes at most this many levels of nesting (it reads up to 1,024). Free JSON inside an
@@ -75,7 +75,7 @@ def _check_containers(body: bytes) -> None:
     # An empty object is 3 bytes of the body and ~100 bytes parsed: a 5 MB body of them would take
     # a web worker past 300 MB. Counted outside strings, at C speed, before anything is parsed.
     limit = settings.INGEST_MAX_JSON_CONTAINERS
-    if json_containers(body) > limit:
+    if json_containers_over(body, limit):
         raise PayloadTooLarge(f"The body holds more than {limit:,} JSON objects and arrays; the limit is "
                               f"{limit:,} per request.")
 

@@ -9,34 +9,19 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from tests.admin.builders import make_policy, make_tool
 from tests.api.conftest import KeyClient
-from tests.factories import make_key, make_session, make_tool_call, make_turn
+from tests.dashboard.test_recommendations import record_sessions
+from tests.factories import make_key
 from toolscope.policies.models import PolicyAuditEntry, Recommendation, SimulationStatus
 from toolscope.policies.services.recommendations import recommendation_run
 
 URL = "/api/v1/recommendations"
-NAMES = ["read_file", "edit_file", "git_status", "git_diff", "git_commit", "deploy", "query_db", "tool_search"]
 BEST = "always-on top 2 + 1 rules"
 
 
 @pytest.fixture
 def recorded(project):
-    """tests/dashboard/test_recommendations.py's sessions, plus one of another agent."""
-    tools = {name: make_tool(project, name, schema_tokens=100) for name in NAMES}
-    policy = make_policy(project, always_on=list(tools.values()))
-    start = timezone.now() - timedelta(days=2)
-    for n in range(24):
-        session = make_session(project, started_at=start + timedelta(minutes=n))
-        if n % 3 == 0:
-            turn = make_turn(session, 0, advertised=NAMES, task_message="commit the fix", schema_tokens=800)
-            calls = ["read_file", "git_status", "git_diff", "git_commit"]
-        else:
-            turn = make_turn(session, 0, advertised=NAMES, task_message="fix the bug", schema_tokens=800)
-            calls = ["read_file", "edit_file"]
-        for name in calls:
-            make_tool_call(turn, name, output_tokens=9000 if name == "edit_file" else 300)
-    return policy
+    return record_sessions(project)
 
 
 @pytest.fixture

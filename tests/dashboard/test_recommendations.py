@@ -22,6 +22,11 @@ NAMES = ["read_file", "edit_file", "git_status", "git_diff", "git_commit", "depl
 
 @pytest.fixture
 def recorded(project):
+    return record_sessions(project)
+
+
+def record_sessions(project):
+    """24 sessions of two tasks over NAMES (also tests/api/test_recommendations.py's); the policy."""
     tools = {name: make_tool(project, name, schema_tokens=100) for name in NAMES}
     policy = make_policy(project, always_on=list(tools.values()))
     start = timezone.now() - timedelta(days=2)

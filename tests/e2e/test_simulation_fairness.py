@@ -16,9 +16,9 @@ from itertools import pairwise
 import pytest
 from django.utils import timezone
 
-from tests.admin.builders import make_policy, make_tool
 from tests.e2e.conftest import WorkerProcess, wait_for
-from tests.factories import make_project, make_session, make_tool_call, make_turn
+from tests.factories import make_project
+from tests.policies.test_background_fairness import record_sessions
 from tests.workers.database import other_connection
 from toolscope.policies.models import Simulation, SimulationStatus
 from toolscope.policies.services.background import background_queue_position
@@ -30,13 +30,7 @@ RUNS_OF_A = 10
 
 
 def recorded(slug: str):
-    project = make_project(slug)
-    make_tool(project, "read_file", schema_tokens=100)
-    make_policy(project)
-    for n in range(3):
-        session = make_session(project, started_at=timezone.now() - timedelta(hours=3 - n))
-        make_tool_call(make_turn(session, 0, advertised=["read_file"], task_message="fix it"), "read_file")
-    return project
+    return record_sessions(make_project(slug))
 
 
 def simulate(project, limit: int) -> Simulation:

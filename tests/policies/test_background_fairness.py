@@ -56,6 +56,12 @@ def sent(queue) -> list[tuple[str, list, bool]]:
 
 @pytest.fixture
 def recorded(project):
+    return record_sessions(project)
+
+
+def record_sessions(project):
+    """Three sessions of one call each and a draft policy: something to replay (also
+    tests/e2e/test_simulation_fairness.py's)."""
     make_tool(project, "read_file", schema_tokens=100)
     make_policy(project)
     for n in range(3):

@@ -192,15 +192,18 @@ def count_json_containers(body: bytes, budget: Budget) -> None:
     parsed would take more memory than the request may (an empty object takes 3 bytes of the body
     and ~100 bytes parsed)."""
     limit = 2 * (budget.items + budget.values)
-    if json_containers(body) > limit:
+    if json_containers_over(body, limit):
         raise OverBudget("JSON objects and arrays", limit)
 
 
-def json_containers(body: bytes) -> int:
-    """How many objects and arrays the JSON `body` holds (outside strings; a body that is not JSON
-    gets a count too, and fails to parse later)."""
+def json_containers_over(body: bytes, limit: int) -> bool:
+    """Whether the JSON `body` holds more than `limit` objects and arrays outside strings (a body
+    that is not JSON gets an answer too, and fails to parse later). The braces of the whole body
+    are counted first, at memory speed; strings are cut out (~8 ms a MB) only when those are over."""
+    if body.count(b"{") + body.count(b"[") <= limit:
+        return False
     outside_strings = _JSON_STRING.sub(b"", body)
-    return outside_strings.count(b"{") + outside_strings.count(b"[")
+    return outside_strings.count(b"{") + outside_strings.count(b"[") > limit
 
 
 def _snake(name: str) -> str:

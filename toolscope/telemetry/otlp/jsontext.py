@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from toolscope.telemetry.otlp.budget import json_containers
+from toolscope.telemetry.otlp.budget import json_containers_over
 
 MAX_DEPTH = 100
 # Objects and arrays one attribute's JSON may hold (3,000 tool definitions hold ~60,000): parsed,
@@ -30,7 +30,7 @@ def read_json(text: Any) -> Any:
     objects and arrays (counted before parsing)."""
     if not isinstance(text, str):
         raise Unreadable(f"expected JSON text, got {type(text).__name__}")
-    if len(text) > MAX_CONTAINERS and json_containers(text.encode()) > MAX_CONTAINERS:
+    if len(text) > MAX_CONTAINERS and json_containers_over(text.encode(), MAX_CONTAINERS):
         raise Unreadable(f"holds more than {MAX_CONTAINERS:,} objects and arrays")
     try:
         value = json.loads(text)

@@ -201,6 +201,9 @@ POLICY_DOCUMENT_SCHEMA: dict[str, Any] = {
                 "learned": {"type": "boolean",
                             "description": "Rank with the project's learned history (search_history)."}}},
             "sticky_discovered": {"type": "boolean"},
+            "rule_window": {"type": "integer", "minimum": 1, "maximum": 2,
+                            "description": "Task messages the context rules read: the request's, and with 2 the "
+                                           "instruction before it too (absent: 1)."},
         }},
         "outputs": {"type": "object", "properties": {
             "duplicates": {"type": "object", "properties": {"suppress": {"type": "boolean"}}},

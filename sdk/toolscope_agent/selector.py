@@ -116,11 +116,15 @@ class ToolSelector:
     # -- what to send -------------------------------------------------------------------------
 
     def select(self, message: str = "") -> Selection:
-        """This turn's selection. In `tool_search` mode a catalog without a `tool_search` tool of
-        its own gets toolscope's (engine.render.SEARCH_TOOL); `observe` answers its calls."""
+        """This turn's selection; the state notes `message` as the session's task. A searching
+        policy (`tool_search` mode, or `tool_search` always on) over a catalog without a
+        `tool_search` tool of its own gets toolscope's (engine.render.SEARCH_TOOL); `observe`
+        answers its calls."""
         policy = self.policy
         catalog = search_tool_added(self.catalog, policy, has_search_tool=SEARCH_TOOL in self._by_name)
-        return select_tools(catalog, policy, self.state, message)
+        selection = select_tools(catalog, policy, self.state, message)
+        self.state.note_task(message)  # a later instruction's rules may read this one (rule_window)
+        return selection
 
     def tools(self, message: str = "", *, format: str = "openai") -> list[dict[str, Any]]:
         """The `tools` array for this turn's request, in the provider's shape."""

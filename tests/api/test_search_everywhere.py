@@ -102,3 +102,46 @@ def test_resolve_sends_toolscopes_search_tool_when_the_catalog_has_none(reader, 
             assert search["description"] == SEARCH_TOOL["description"]
         # The search tool is counted in what is sent, not in what sending everything would cost.
         assert 0 < body["tokens"]["selected"] < body["tokens"]["all"]
+
+
+@pytest.mark.django_db
+def test_rules_with_a_search_always_on_resolve_as_the_recommendation_scored_them(reader, project):
+    """A recommended "request rules + tool_search" candidate, applied and published: /policy/resolve
+    sends toolscope's search tool (the catalog has none) beside the rules' tools, reads the
+    instruction before a follow-up (rule_window 2, through the state it hands back), and searches
+    as many as the candidate was scored with."""
+    from toolscope.policies.services.recommendations import policy_draft_apply
+
+    catalog_upsert(project=project, definitions=CATALOG)
+    policy = Policy.objects.create(project=project)
+    selection = {"mode": "context_rules", "always_on": [SEARCH_TOOL_NAME], "sticky_discovered": True,
+                 "groups": {"tool-get_current_time": ["get_current_time"]}, "rule_window": 2,
+                 "context_rules": [{"name": "learnt: get_current_time", "keywords": ["time"], "regex": None,
+                                    "groups": ["tool-get_current_time"]}],
+                 "tool_search": {"top_k": 20, "max_top_k": 20, "ranker": "bm25f-2"}}
+    policy_draft_apply(policy=policy, selection=selection, outputs={}, user=None)
+    policy.refresh_from_db()
+    assert (policy.search_always_on, policy.rule_window, policy.search_top_k) == (True, 2, 20)
+    policy_publish(policy=policy, user=make_user("publisher"), comment="recommended")
+    document = reader.get("/api/v1/policy?label=production").json()
+    assert document["selection"]["always_on"] == [SEARCH_TOOL_NAME] and document["selection"]["rule_window"] == 2
+
+    def resolve(message, state):
+        body = reader.post("/api/v1/policy/resolve", {"message": message, "state": state}, format="json").json()
+        return sorted(body["reasons"].items()), body["state"]
+
+    reasons, state = resolve("What time is it in Tokyo?", None)
+    assert reasons == [("get_current_time", "rule:learnt: get_current_time"), (SEARCH_TOOL_NAME, "always_on")]
+    assert state["tasks"] == ["What time is it in Tokyo?"]
+    reasons, state = resolve("I mean Osaka.", state)  # a follow-up: the instruction before it still counts
+    assert reasons == [("get_current_time", "rule:learnt: get_current_time"), (SEARCH_TOOL_NAME, "always_on")]
+    reasons, state = resolve("Now list the files.", state)
+    assert reasons == [(SEARCH_TOOL_NAME, "always_on")]
+    # The SDK's selector answers the same from the same document and catalog.
+    catalog = reader.get("/api/v1/tools").json()["tools"]
+    selector = ToolSelector(catalog, document)
+    assert [sorted(selector.select(text).reasons) for text in ("What time is it in Tokyo?", "I mean Osaka.",
+                                                                "Now list the files.")] == [
+        ["get_current_time", SEARCH_TOOL_NAME], ["get_current_time", SEARCH_TOOL_NAME], [SEARCH_TOOL_NAME]]
+    hits = reader.post("/api/v1/tools/search", {"query": "current time", "top_k": 20}, format="json").json()
+    assert hits["results"][0]["name"] == "get_current_time"

@@ -110,6 +110,14 @@ class Policy(models.Model):
         default=True, help_text="Tools discovered earlier in a session stay loaded."
     )
     hint_prefix = models.CharField(max_length=4, default="$", help_text="Progressive mode's activation hint.")
+    search_always_on = models.BooleanField(
+        default=False, help_text="Send tool_search (the catalog's, else toolscope's) on every turn, in every mode: "
+        "context rules with a search to fall back on.",
+    )
+    rule_window = models.PositiveSmallIntegerField(
+        default=1, validators=[MinValueValidator(1), MaxValueValidator(2)],
+        help_text="Task messages context rules read: 1, the request's task; 2, the instruction before it too.",
+    )
     search_top_k = models.PositiveSmallIntegerField(
         default=8, validators=[MinValueValidator(1), MaxValueValidator(20)]
     )

@@ -16,15 +16,35 @@ on the sessions it was fitted on):
   which the group is used in at least RULE_PRECISION of those sessions, best first, until they
   cover RULE_COVERAGE of the sessions that used the group. A candidate sends the always-on set
   plus the rules of the groups it does not already send;
-- **always-on sets that rules miss**: rules learnt on the older half of the fit sessions are
-  replayed on its newer half; the tools they missed, most misses per schema token first, are the
+- **always-on sets that rules miss**: rules learnt on the older tasks of the fit sessions are
+  replayed on its newer ones; the tools they missed, most misses per schema token first, are the
   always-on set and rules send the rest (k = 1 .. all of them): cheap tools that task words do
   not predict stay on, costly ones come when asked for;
 - **tool_search** variants (when the catalog has the `tool_search` tool; `with_search_tool` adds
   toolscope's own to a catalog of LARGE_CATALOG tools or more): the same always-on sets plus the
   search tool, in `tool_search` mode;
+- **per-request rules** (issue 25, item 3): rules learnt from each request's task (the latest
+  user instruction before it) against the tools first called while it was the task, one rule per
+  tool, its keywords the task words significantly associated with that tool. Statistics, not
+  thresholds: every (word, tool) pair seen together is tested with the one-sided Fisher exact
+  test (the hypergeometric tail: how likely that many of the word's tasks used the tool by
+  chance), and the pairs kept are those the Benjamini-Hochberg procedure accepts at a false
+  discovery rate of FDR_ALPHA over all the tests (scipy.stats). Each distinct task text counts
+  once, however many sessions repeat it, so a task repeated in many sessions is one piece of
+  evidence, not many. Of the accepted words, a candidate keeps those whose share of tasks using
+  the tool reaches a precision on RULE_PRECISIONS: a word that fires often for a rarely used tool
+  costs its schema on every request it fires on. Rules are learnt, and sent, reading the task
+  alone or with the instruction before it (`rule_window` on RULE_WINDOWS: a follow-up such as
+  "I am USR001." continues the instruction before it). The candidates send these rules with
+  toolscope's `tool_search` always on (context_rules mode; top_k on SEARCH_TOP_KS) so what the
+  rules miss can still be found, and without it;
 - **compaction**: a tool whose outputs' 95th percentile passes COMPACT_ABOVE tokens gets a
   head_tail rule at COMPACT_TO tokens, on every candidate.
+
+Validation is grouped (`grouped_split`): the sessions are split by task, a session's task being
+its first instruction, so no task is learnt on one side and scored on the other. Sessions that
+repeat a task (retries, variants of one job) stay together on the side of its oldest session.
+An agent of one or two jobs has no other tasks to score on: its split is by time.
 
 Each candidate is a whole `selection` + `outputs` section that an editor can apply to the draft.
 It is ranked on two figures (issue 25, item 2): its **hard-miss rate** (calls nothing would have
@@ -40,12 +60,14 @@ missing least).
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from toolscope_agent.engine.render import SEARCH_TOOL, SEARCH_TOOL_NAME
+from toolscope_agent.engine.selection import SessionState
 from toolscope_agent.engine.simulation import ReplaySession, simulate
 from toolscope_agent.engine.text import STOPWORDS, words
 
@@ -59,6 +81,12 @@ COMPACT_ABOVE = 4000
 COMPACT_TO = 2000
 MISS_BUDGET = 0.02
 LARGE_CATALOG = 30
+FDR_ALPHA = 0.05
+RULE_PRECISIONS = (0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.45)  # about x1.5 apart
+RULE_WINDOWS = (1, 2)
+SEARCH_TOP_KS = (20,)
+MIN_SPLIT_SHARE = 0.25
+_RULE_WORD = re.compile(r"\w+")  # a keyword matches a whole run of word characters (selection.keyword_pattern)
 
 
 @dataclass(frozen=True)
@@ -112,6 +140,19 @@ def candidates(catalog: Sequence[Mapping[str, Any]], fit: Sequence[ReplaySession
     for k in range(1, len(weak) + 1):
         needed, kept = with_rules(weak[:k])
         add(f"{len(kept)} rules + always-on {k} they miss", _selection("context_rules", weak[:k], needed, kept))
+    for window in RULE_WINDOWS:
+        associations = word_associations(task_examples(fit, window=window), known=set(names) - {SEARCH_TOOL_NAME})
+        for precision in RULE_PRECISIONS:
+            tool_groups, tool_rules = request_rules(associations, precision=precision)
+            if not tool_rules:
+                continue
+            label = f"{len(tool_rules)} request rules (precision {precision:g}"
+            label += f", {window} tasks)" if window > 1 else ")"
+            add(label, _selection("context_rules", [], tool_groups, tool_rules, rule_window=window))
+            if SEARCH_TOOL_NAME in names:
+                for top_k in SEARCH_TOP_KS:
+                    add(f"{label} + tool_search top {top_k}", _selection(
+                        "context_rules", [SEARCH_TOOL_NAME], tool_groups, tool_rules, top_k=top_k, rule_window=window))
     return list(found.values())
 
 
@@ -166,10 +207,150 @@ def recommend(front: Sequence[Candidate], *, miss_budget: float = MISS_BUDGET) -
 
 
 def _selection(mode: str, always_on: list[str], groups: Mapping[str, list[str]] | None = None,
-               rules: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+               rules: list[dict[str, Any]] | None = None, *, top_k: int = 8, rule_window: int = 1) -> dict[str, Any]:
     return {"mode": mode, "always_on": list(always_on), "groups": dict(groups or {}),
-            "context_rules": list(rules or []), "sticky_discovered": True,
-            "tool_search": {"top_k": 8, "max_top_k": 20, "ranker": "bm25f-2"}}
+            "context_rules": list(rules or []), "sticky_discovered": True, "rule_window": rule_window,
+            "tool_search": {"top_k": top_k, "max_top_k": 20, "ranker": "bm25f-2"}}
+
+
+def grouped_split(sessions: Sequence[ReplaySession]) -> tuple[list[ReplaySession], list[ReplaySession]]:
+    """(fit, held_out) of `sessions` (oldest first), split by task: a session's task is its
+    first instruction (whitespace and case folded); every session of a task goes to the side of
+    that task's oldest session, the older tasks filling about half of the sessions. When the
+    tasks are too few for that (a side under MIN_SPLIT_SHARE of the sessions: an agent that
+    repeats one or two jobs), the split is by time, the older half first."""
+    tasks = [_task_key(session) for session in sessions]
+    first: dict[str, int] = {}
+    for index, task in enumerate(tasks):
+        first.setdefault(task, index)
+    sizes = Counter(tasks)
+    fitted: set[str] = set()
+    count = 0
+    for task, _ in sorted(first.items(), key=lambda item: item[1]):
+        if count >= len(sessions) / 2:
+            break
+        fitted.add(task)
+        count += sizes[task]
+    fit = [session for session, task in zip(sessions, tasks, strict=True) if task in fitted]
+    held_out = [session for session, task in zip(sessions, tasks, strict=True) if task not in fitted]
+    if min(len(fit), len(held_out)) < len(sessions) * MIN_SPLIT_SHARE:  # few tasks, repeated: by time
+        half = len(sessions) // 2
+        return list(sessions[:half]), list(sessions[half:])
+    return fit, held_out
+
+
+def _task_key(session: ReplaySession) -> str:
+    message = next((turn.message for turn in session.turns if turn.message.strip()), "")
+    return " ".join(message.lower().split()) or f"\x00{session.key}"  # no task: a group of its own
+
+
+@dataclass(frozen=True)
+class TaskExample:
+    """A distinct task text, its rule words, and the tools first called while it was the task."""
+
+    text: str
+    words: frozenset[str]
+    targets: frozenset[str]
+
+
+def rule_words(text: str) -> frozenset[str]:
+    """The words of `text` a rule keyword can match (whole runs of word characters, lowercase),
+    without stopwords, numbers and words under three characters."""
+    return frozenset(word for word in _RULE_WORD.findall(text.lower())
+                     if len(word) > 2 and not word.isdigit() and word not in STOPWORDS)
+
+
+def task_examples(sessions: Sequence[ReplaySession], *, window: int = 1) -> list[TaskExample]:
+    """One example per distinct task text: each request works on the latest instruction at or
+    before it (as the simulator replays it), read with the `window - 1` instructions before that
+    (as a policy's `rule_window` reads them); the tools a session calls for the first time while
+    a task is current are that task's targets, over every session that had the task."""
+    targets: dict[str, set[str]] = {}
+    for session in sessions:
+        called: set[str] = set()
+        state = SessionState()
+        task = ""
+        for turn in session.turns:
+            task = turn.message or task
+            text = "\n".join([*state.earlier_tasks(task, window - 1), task]) if window > 1 else task
+            state.note_task(task)
+            found = targets.setdefault(text, set())
+            for call in turn.calls:
+                if call.name not in called:
+                    called.add(call.name)
+                    found.add(call.name)
+    return [TaskExample(text, rule_words(text), frozenset(tools)) for text, tools in targets.items() if text.strip()]
+
+
+@dataclass(frozen=True)
+class Association:
+    """A task word and a tool: `tasks` distinct tasks have the word, `hits` of them used the tool."""
+
+    tool: str
+    word: str
+    tasks: int
+    hits: int
+
+    @property
+    def precision(self) -> float:
+        return self.hits / self.tasks
+
+
+def word_associations(examples: Sequence[TaskExample], *, known: set[str] | None = None,
+                      alpha: float = FDR_ALPHA) -> list[Association]:
+    """The (word, tool) pairs whose co-occurrence in `examples` is significant: one-sided Fisher
+    exact test per pair seen together, Benjamini-Hochberg at false discovery rate `alpha` over
+    all of them. Only tools in `known` (when given) are targets."""
+    import numpy as np  # the server's and the `recommend` extra's: agents never learn rules
+    from scipy.stats import false_discovery_control, hypergeom  # type: ignore[import-untyped]
+
+    with_word: Counter[str] = Counter()
+    with_tool: Counter[str] = Counter()
+    together: Counter[tuple[str, str]] = Counter()
+    for example in examples:
+        tools = [tool for tool in example.targets if known is None or tool in known]
+        with_word.update(example.words)
+        with_tool.update(tools)
+        together.update((word, tool) for word in example.words for tool in tools)
+    if not together:
+        return []
+    pairs = sorted(together)
+    hits = np.array([together[pair] for pair in pairs])
+    tasks = np.array([with_word[word] for word, _ in pairs])
+    used = np.array([with_tool[tool] for _, tool in pairs])
+    # P(X >= hits), X hypergeometric: `tasks` draws from len(examples) tasks, `used` of them successes.
+    p_values = hypergeom.sf(hits - 1, len(examples), used, tasks)
+    accepted = false_discovery_control(p_values, method="bh") <= alpha
+    return [Association(tool, word, int(n), int(k)) for (word, tool), n, k, ok
+            in zip(pairs, tasks, hits, accepted, strict=True) if ok]
+
+
+def request_rules(associations: Sequence[Association], *, precision: float,
+                  ) -> tuple[dict[str, list[str]], list[dict[str, Any]]]:
+    """(groups, context_rules): per tool, a one-tool group and a rule sending it when any of its
+    associated words with at least `precision` appears in the task; tools by name."""
+    keywords: dict[str, list[str]] = defaultdict(list)
+    for association in associations:
+        if association.precision >= precision:
+            keywords[association.tool].append(association.word)
+    groups: dict[str, list[str]] = {}
+    rules = []
+    for tool in sorted(keywords):
+        group = _group_name(tool, groups)
+        groups[group] = [tool]
+        rules.append({"name": f"learnt: {tool}"[:100], "keywords": sorted(keywords[tool]), "regex": None,
+                      "groups": [group]})
+    return groups, rules
+
+
+def _group_name(tool: str, taken: Mapping[str, Any]) -> str:
+    """A slug (a group's name is one) naming `tool`, unique among `taken`."""
+    base = "tool-" + (re.sub(r"[^A-Za-z0-9_-]+", "-", tool).strip("-") or "x")[:54]
+    name, number = base, 1
+    while name in taken:
+        number += 1
+        name = f"{base}-{number}"
+    return name
 
 
 def _called(session: ReplaySession) -> set[str]:
@@ -242,10 +423,9 @@ def _rules(fit: Sequence[ReplaySession], groups: Mapping[str, list[str]]) -> lis
 def _weakly_ruled(catalog: Sequence[Mapping[str, Any]], fit: Sequence[ReplaySession], ranked: list[str],
                   schema_tokens: Mapping[str, int]) -> list[str]:
     """The tools that rules alone would miss, most missed per schema token first: rules learnt
-    on the older half of `fit`, replayed on its newer half (nested in the fit sessions, so the
+    on the older tasks of `fit`, replayed on its newer ones (nested in the fit sessions, so the
     held-out ones stay unseen)."""
-    half = len(fit) // 2
-    inner_fit, inner_held = fit[:half], fit[half:]
+    inner_fit, inner_held = grouped_split(fit)
     if not inner_fit or not inner_held:
         return []
     groups = _groups(inner_fit, _by_coverage(inner_fit, set(ranked)))

@@ -10,7 +10,10 @@ Contract (docs/policy.md), with the choices the document leaves open:
   is ever sent, whatever the always-on list, a group, a hint or a search result names. A catalog
   entry without a string name is ignored; of two entries with one name, the first counts.
 - Always-on tools among the candidates are always sent, in every mode.
-- `all`: every candidate. `context_rules`: always-on + the groups of every matching rule.
+- `all`: every candidate. `context_rules`: always-on + the groups of every matching rule. A
+  rule reads the task message, and, with `rule_window` n > 1, the session's n - 1 task messages
+  before it too (SessionState.tasks): a follow-up ("I am USR001.", "the file is report.txt")
+  continues the instruction before it.
   `progressive`: always-on + activated tools, and a menu of every candidate. `tool_search`:
   the `tool_search` tool (when the catalog has one) + always-on.
 - In every mode but `all`, tools loaded by earlier searches join (a search result is useless if
@@ -58,6 +61,8 @@ DEFAULT_HINT_PREFIX = "$"
 _STATE_FORMAT = 1
 _HINT_NAME = r"([A-Za-z0-9_.-]+)"
 _CACHE_BYTES = 16 * 1024 * 1024
+TASK_MEMORY = 2  # task messages a SessionState keeps: rule_window's largest value
+TASK_CHARS = 2_000  # of each, the first characters (rules name what a task is about early)
 _V = TypeVar("_V")
 # Without RE2, a rule's regex sees this many characters of the message. Python's `re` backtracks:
 # a pattern like `\w*\w*!` costs O(n^3) on a text of n characters, and publishing's static check
@@ -186,6 +191,8 @@ class SessionState:
     - discovered: names the model called; sent again when the policy says `sticky_discovered`.
     - activated: progressive mode's hints (`$name` in the model's text) and calls.
     - turns: model answers observed.
+    - tasks: the session's latest TASK_MEMORY distinct task messages (each cut to TASK_CHARS),
+      oldest first, as `note_task` saw them: what a policy's `rule_window` reads.
 
     Lists keep first-seen order without duplicates, so a state serialises the same way on the
     agent and on the server. Names outside the catalog are kept (a later catalog may have them)
@@ -196,6 +203,21 @@ class SessionState:
     discovered: list[str] = field(default_factory=list)
     activated: list[str] = field(default_factory=list)
     turns: int = 0
+    tasks: list[str] = field(default_factory=list)
+
+    def note_task(self, message: str) -> None:
+        """Remember `message` as the session's current task (a repeat of the latest is not new).
+        The selector, `POST /policy/resolve` and the simulator note each request's task after
+        selecting for it."""
+        text = message[:TASK_CHARS] if isinstance(message, str) else ""
+        if text.strip() and (not self.tasks or self.tasks[-1] != text):
+            self.tasks.append(text)
+            del self.tasks[:-TASK_MEMORY]
+
+    def earlier_tasks(self, message: str, count: int) -> list[str]:
+        """The `count` task messages before `message` (not counting a latest one equal to it)."""
+        tasks = self.tasks[:-1] if self.tasks and self.tasks[-1] == message[:TASK_CHARS] else self.tasks
+        return tasks[-count:] if count > 0 else []
 
     def observe(self, model_output: str = "", tool_calls: Sequence[Mapping[str, Any]] = (), *,
                 hint_prefix: str = DEFAULT_HINT_PREFIX) -> None:
@@ -227,19 +249,23 @@ class SessionState:
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe form; `from_dict` reads it back."""
         return {"format": _STATE_FORMAT, "loaded": list(self.loaded), "discovered": list(self.discovered),
-                "activated": list(self.activated), "turns": self.turns}
+                "activated": list(self.activated), "turns": self.turns, "tasks": list(self.tasks)}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any] | None) -> SessionState:
         """A state from `to_dict`'s output; missing or malformed keys read as empty."""
         data = data if isinstance(data, Mapping) else {}
         turns = data.get("turns")
+        tasks = data.get("tasks")
+        tasks = [task[:TASK_CHARS] for task in tasks if isinstance(task, str)] if isinstance(tasks, list) else []
         return cls(loaded=_names(data.get("loaded")), discovered=_names(data.get("discovered")),
                    activated=_names(data.get("activated")),
-                   turns=turns if isinstance(turns, int) and not isinstance(turns, bool) and turns > 0 else 0)
+                   turns=turns if isinstance(turns, int) and not isinstance(turns, bool) and turns > 0 else 0,
+                   tasks=tasks[-TASK_MEMORY:])
 
     def copy(self) -> SessionState:
-        return SessionState(list(self.loaded), list(self.discovered), list(self.activated), self.turns)
+        return SessionState(list(self.loaded), list(self.discovered), list(self.activated), self.turns,
+                            list(self.tasks))
 
 
 def _result_names(results: Any) -> list[str]:
@@ -311,6 +337,7 @@ class SelectionSettings:
     rules: list[Any]
     hint_prefix: str
     sticky: bool
+    rule_window: int = 1
 
 
 def _section(policy: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -334,6 +361,7 @@ def policy_settings(policy: Mapping[str, Any]) -> SelectionSettings:
     progressive = section.get("progressive")
     prefix = progressive.get("hint_prefix") if isinstance(progressive, Mapping) else None
     sticky = section.get("sticky_discovered")
+    window = section.get("rule_window")
     return SelectionSettings(
         mode=mode if mode in MODES else DEFAULT_MODE,
         allowed=frozenset(_names(allowed)) if isinstance(allowed, list | tuple) else None,
@@ -342,6 +370,8 @@ def policy_settings(policy: Mapping[str, Any]) -> SelectionSettings:
         rules=_list(section.get("context_rules")),
         hint_prefix=prefix if isinstance(prefix, str) else DEFAULT_HINT_PREFIX,
         sticky=sticky if isinstance(sticky, bool) else True,
+        rule_window=min(window, TASK_MEMORY) if isinstance(window, int) and not isinstance(window, bool)
+        and window > 1 else 1,
     )
 
 
@@ -360,8 +390,11 @@ def _wanted(settings: SelectionSettings, state: SessionState, message: str) -> d
     if settings.mode == "all":
         return wanted
     if settings.mode == "context_rules" and message:
+        text = message
+        if settings.rule_window > 1:
+            text = "\n".join([*state.earlier_tasks(message, settings.rule_window - 1), message])
         for rule in settings.rules:
-            if isinstance(rule, Mapping) and _rule_matches(rule, message):
+            if isinstance(rule, Mapping) and _rule_matches(rule, text):
                 name = rule.get("name")
                 reason = f"rule:{name if isinstance(name, str) else ''}"
                 for group in _list(rule.get("groups")):
@@ -416,12 +449,14 @@ def candidates(catalog: Sequence[Mapping[str, Any]], allowed: frozenset[str] | N
 
 def search_tool_added(catalog: Sequence[Mapping[str, Any]], policy: Mapping[str, Any], *,
                       has_search_tool: bool | None = None) -> Sequence[Mapping[str, Any]]:
-    """`catalog` as a `tool_search` policy selects from: with toolscope's own `tool_search`
-    (render.SEARCH_TOOL, normalized) appended when the catalog has none of its own, so the mode
-    always sends a way to search. The SDK's selector, the MCP gateway (through it) and
-    `POST /api/v1/policy/resolve` add it here. Other modes get `catalog` itself. `has_search_tool`
-    spares the scan for a caller that knows."""
-    if policy_settings(policy).mode != "tool_search":
+    """`catalog` as a policy that searches selects from: with toolscope's own `tool_search`
+    (render.SEARCH_TOOL, normalized) appended when the catalog has none of its own, so a
+    `tool_search` policy, or one whose always-on set names `tool_search` (context rules with a
+    search to fall back on), always sends a way to search. The SDK's selector, the MCP gateway
+    (through it) and `POST /api/v1/policy/resolve` add it here. Other policies get `catalog`
+    itself. `has_search_tool` spares the scan for a caller that knows."""
+    settings = policy_settings(policy)
+    if settings.mode != "tool_search" and SEARCH_TOOL_NAME not in settings.always_on:
         return catalog
     if has_search_tool is None:
         has_search_tool = any(isinstance(tool, Mapping) and tool.get("name") == SEARCH_TOOL_NAME for tool in catalog)

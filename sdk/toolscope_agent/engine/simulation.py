@@ -10,7 +10,7 @@ by turn with the state the agent would keep (engine/selection.SessionState):
   against the tokens of what the agent actually advertised on that turn. `message` is the task
   message: the turn's own, else the last one an earlier turn of the session had (a turn that
   only carries tool results continues the task), as an agent passes its task to `tools()` on
-  every turn;
+  every turn; the state then notes the task (`SessionState.note_task`) for a `rule_window`;
 - a recorded call whose tool the selection did not send is a **miss**. It is *recoverable* when
   the policy offers a path to the tool: progressive mode lists it on the menu (calling it
   activates it), or the policy sends the `tool_search` tool and its search, asked with the
@@ -232,6 +232,7 @@ class _Replay:
         for index, turn in enumerate(session.turns):
             message = turn.message or message
             sent, deferred, cost = self._selected(state, message)
+            state.note_task(message)
             observed: list[dict[str, Any]] = []
             misses = recovered = 0
             for call in turn.calls:
@@ -266,7 +267,8 @@ class _Replay:
         names and the schema tokens sent. Selection depends on nothing else, so it is cached by
         (message, state): sessions share their first turns' states, and a session whose calls
         stay within tools it already used keeps its state for many turns."""
-        key = (message, tuple(state.loaded), tuple(state.discovered), tuple(state.activated))
+        key = (message, tuple(state.loaded), tuple(state.discovered), tuple(state.activated),
+               tuple(state.earlier_tasks(message, self.settings.rule_window - 1)))
         found = self.selections.get(key)
         if found is None:
             selection = select_tools(self.catalog, self.policy, state, message)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.db.models import Prefetch
+from toolscope_agent.engine.render import SEARCH_TOOL_NAME
 
 from toolscope.policies.models import Policy, PolicyLabel, Tool, ToolGroup
 from toolscope.policies.selectors import SETTINGS_FIELDS
@@ -48,7 +49,8 @@ def policy_document_build(*, policy: Policy) -> dict[str, Any]:
         "selection": {
             "mode": policy.mode,
             "allowed": allowed or None,
-            "always_on": sorted({tool.name for tool in policy.always_on.all()}),
+            "always_on": sorted({tool.name for tool in policy.always_on.all()}
+                                | ({SEARCH_TOOL_NAME} if policy.search_always_on else set())),
             "groups": {group.name: sorted({t.name for t in group.tools.all()}) for group in policy.groups.all()},
             "context_rules": [
                 {"name": rule.name, "keywords": rule.keywords, "regex": rule.regex or None,
@@ -61,6 +63,7 @@ def policy_document_build(*, policy: Policy) -> dict[str, Any]:
                             "learned": policy.search_learned,
                             "semantic": semantic_settings() if policy.search_semantic else None},
             "sticky_discovered": policy.sticky_discovered,
+            "rule_window": policy.rule_window,
         },
         "outputs": {
             "duplicates": {"suppress": policy.suppress_duplicates},

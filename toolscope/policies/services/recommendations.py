@@ -6,7 +6,7 @@ session (the dashboard), or for a time range, agent, model and limit (the API), 
 one already made: the page shows its progress (candidates scored) and
 then its candidates. `recommendation_run`, in the worker, calls `policy_recommendations`: a
 sample of recorded sessions (the newest `limit` of the last `days`), candidate policies learnt
-on the older half and scored on the newer half with the engine
+on the older tasks and scored on the newer ones (split by task: engine.recommend.grouped_split) with the engine
 (toolscope_agent.engine.recommend), so no candidate is measured on the sessions it learnt from.
 
 `policy_draft_apply` writes a candidate's selection and outputs into the draft in one
@@ -24,7 +24,15 @@ from typing import Any
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.utils import timezone
-from toolscope_agent.engine.recommend import LARGE_CATALOG, candidates, evaluate, pareto, recommend
+from toolscope_agent.engine.recommend import (
+    LARGE_CATALOG,
+    candidates,
+    evaluate,
+    grouped_split,
+    pareto,
+    recommend,
+)
+from toolscope_agent.engine.render import SEARCH_TOOL_NAME
 
 from toolscope.policies.models import (
     CompactionRule,
@@ -110,8 +118,7 @@ def policy_recommendations(*, project: Project, days: int = 14, limit: int = 200
     rows = simulation_session_rows(project=project, start=start, end=end, agent_name=agent_name or None,
                                    model=model or None, limit=limit, newest=True)
     sessions = simulation_sessions_load(rows=[(pk, key) for pk, key, _ in rows])
-    half = len(sessions) // 2
-    fit, held_out = sessions[:half], sessions[half:]
+    fit, held_out = grouped_split(sessions)
     answer: dict[str, Any] = {"sessions": len(sessions), "fit": len(fit), "held_out": len(held_out),
                               "candidates": [], "front": [], "recommended": None}
     if len(sessions) < MIN_SESSIONS:
@@ -130,13 +137,24 @@ def policy_recommendations(*, project: Project, days: int = 14, limit: int = 200
 
 def policy_draft_apply(*, policy: Policy, selection: dict[str, Any], outputs: dict[str, Any],
                        user: AbstractBaseUser | None) -> PolicyAuditEntry | None:
-    """Replace the draft's mode, always-on set, groups, context rules and output rules with these."""
+    """Replace the draft's mode, always-on set, groups, context rules, rule window and output
+    rules with these, and, for a candidate that searches, its search's top_k."""
     before = policy_document_build(policy=policy)
     tools = {tool.name: tool for tool in Tool.objects.filter(project=policy.project).order_by("name", "-pk")}
     with transaction.atomic():
         policy = Policy.objects.select_for_update().get(pk=policy.pk)
         policy.mode = selection.get("mode", policy.mode)
         policy.sticky_discovered = bool(selection.get("sticky_discovered", True))
+        policy.search_always_on = SEARCH_TOOL_NAME in selection.get("always_on", [])  # the catalog may lack it
+        window = selection.get("rule_window", 1)
+        policy.rule_window = window if window in (1, 2) else 1
+        search = selection.get("tool_search")
+        searches = selection.get("mode") == "tool_search" or SEARCH_TOOL_NAME in selection.get("always_on", [])
+        top_k = search.get("top_k") if isinstance(search, dict) else None
+        if searches and isinstance(top_k, int) and 1 <= top_k <= 20:
+            # the candidate was scored searching this many: the draft searches as it was scored
+            policy.search_top_k = top_k
+            policy.search_max_top_k = max(policy.search_max_top_k, top_k)
         policy.suppress_duplicates = bool(outputs.get("duplicates", {}).get("suppress", True))
         policy.updated_by = user if user is not None and user.is_authenticated else None
         policy.save()

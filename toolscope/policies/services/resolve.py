@@ -41,13 +41,16 @@ def policy_resolve(
 ) -> dict[str, Any]:
     """The tools to send for `message`, rendered in `output_format`, and what they cost against
     sending every allowed tool. Of a name several sources define, the definition rendered is the
-    one the agent advertises (`advertised`, `source`; selectors.tool_catalog). In `tool_search`
-    mode a catalog without a `tool_search` tool gets toolscope's, as the SDK's selector adds it
-    (its calls are answered by `tools_search`); what sending everything costs leaves it out."""
+    one the agent advertises (`advertised`, `source`; selectors.tool_catalog). A searching policy
+    (`tool_search` mode, or `tool_search` always on) over a catalog without a `tool_search` tool
+    gets toolscope's, as the SDK's selector adds it (its calls are answered by `tools_search`);
+    what sending everything costs leaves it out. The state returned has noted `message` as the
+    session's task."""
     document = policy_document_for_label(project=project, label=label)
     catalog = tool_catalog(project=project, advertised=advertised, source=source)
     session = SessionState.from_dict(state)
     selection = select_tools(search_tool_added(catalog, document), document, session, message)
+    session.note_task(message)  # the state handed back remembers the task for a later rule_window
     everything = select_tools(catalog, {"selection": {"mode": "all", **_allowed(document)}}, SessionState(), "")
     flavor = "anthropic" if output_format == "anthropic" else "openai"
     count = counter(project.encoding)

@@ -1,0 +1,174 @@
+"""Rules learnt per request, validated on other tasks (issue 25, items 3 and 6): each request's task
+against the tools first called under it, words kept by Fisher's exact test under a
+Benjamini-Hochberg false discovery rate, a task repeated in many sessions counted once, the split
+by task, and a `rule_window` that lets a follow-up ("I am USR001.") keep its instruction's rules."""
+
+from __future__ import annotations
+
+import pytest
+from toolscope_agent.engine.recommend import (
+    candidates,
+    grouped_split,
+    request_rules,
+    rule_words,
+    task_examples,
+    word_associations,
+)
+from toolscope_agent.engine.selection import TASK_CHARS, SessionState, search_tool_added, select_tools
+from toolscope_agent.engine.simulation import RecordedCall, RecordedTurn, ReplaySession, simulate
+
+NAMES = ["get_weather", "send_email", "read_file", "post_tweet", "book_flight", "cd", "tool_search"]
+CATALOG = [{"name": name, "description": f"The {name.replace('_', ' ')} tool."} for name in NAMES]
+COSTS = dict.fromkeys(NAMES, 100)
+
+
+def conversation(key: str, *turns: tuple[str, list[str]]) -> ReplaySession:
+    """One request per call, then a closing request without calls, per (instruction, calls)."""
+    requests = []
+    for message, calls in turns:
+        for index, name in enumerate(calls):
+            requests.append(RecordedTurn(message=message if index == 0 else "", advertised=NAMES,
+                                         calls=[RecordedCall(name)]))
+        requests.append(RecordedTurn(message="" if calls else message, advertised=NAMES))
+    return ReplaySession(key, requests)
+
+
+CITIES = ["Paris", "Tokyo", "Lima", "Oslo", "Cairo", "Quito", "Dakar", "Hanoi", "Perth", "Riga", "Minsk", "Bern"]
+
+
+def weather_and_mail(count: int, offset: int = 0) -> list[ReplaySession]:
+    """Distinct tasks: the weather somewhere (get_weather), then mail it (send_email)."""
+    return [conversation(f"w{offset + n}", (f"What is the weather in {CITIES[n % 12]} on day {offset + n}?",
+                                            ["get_weather"]),
+                         (f"Now email the forecast to person{offset + n}", ["send_email"]))
+            for n in range(count)]
+
+
+def test_each_request_works_on_the_latest_instruction_and_a_task_repeated_counts_once():
+    sessions = [conversation(f"s{n}", ("Be helpful and dive into New York flights", ["book_flight", "cd"]),
+                             ("Then tweet about it", ["post_tweet", "book_flight"]))
+                for n in range(5)]
+    examples = task_examples(sessions)
+    assert [(e.text, sorted(e.targets)) for e in examples] == [
+        ("Be helpful and dive into New York flights", ["book_flight", "cd"]),
+        ("Then tweet about it", ["post_tweet"]),  # book_flight was called before: not first called here
+    ]
+    assert examples[0].words == {"helpful", "dive", "new", "york", "flights"}
+    # Five sessions of one task are one piece of evidence: nothing is significant.
+    assert word_associations(examples) == []
+
+
+def test_words_that_predict_a_tool_across_distinct_tasks_are_kept_and_incidental_ones_are_not():
+    examples = task_examples(weather_and_mail(12))
+    kept = {(a.word, a.tool): (a.tasks, a.hits) for a in word_associations(examples)}
+    assert kept[("weather", "get_weather")] == (12, 12)
+    assert kept[("email", "send_email")] == (12, 12)
+    assert ("forecast", "send_email") in kept
+    # A city is in one task only: never significant, however perfectly it predicted.
+    assert not any(word == "paris" for word, _ in kept)
+    # Nothing links the weather words to the mail tool.
+    assert ("weather", "send_email") not in kept
+
+
+def test_known_limits_the_targets():
+    examples = task_examples(weather_and_mail(12))
+    assert {a.tool for a in word_associations(examples, known={"send_email"})} == {"send_email"}
+
+
+def test_request_rules_are_one_tool_each_keyed_by_their_words_and_filtered_by_precision():
+    associations = word_associations(task_examples(weather_and_mail(12)))
+    groups, rules = request_rules(associations, precision=0.5)
+    assert groups == {"tool-get_weather": ["get_weather"], "tool-send_email": ["send_email"]}
+    weather = next(rule for rule in rules if rule["groups"] == ["tool-get_weather"])
+    assert weather["name"] == "learnt: get_weather" and "weather" in weather["keywords"]
+    assert weather["keywords"] == sorted(weather["keywords"])
+    assert request_rules(associations, precision=1.01) == ({}, [])
+
+
+def test_group_names_are_slugs_and_unique():
+    from toolscope_agent.engine.recommend import Association
+
+    groups, _ = request_rules([Association("math.factorial", "factorial", 5, 5),
+                               Association("math-factorial", "factorial", 5, 5)], precision=0.5)
+    assert sorted(groups) == ["tool-math-factorial", "tool-math-factorial-2"]
+
+
+def test_rule_words_are_what_a_keyword_can_match_whole():
+    assert rule_words("Fix test_utils.py and the README, please! 42 ok") == {"fix", "test_utils", "readme"}
+
+
+def test_the_split_keeps_every_session_of_a_task_on_one_side():
+    repeated = [conversation(f"r{n}", ("Sync the repo", ["cd"])) for n in range(4)]
+    others = weather_and_mail(8)
+    sessions = [others[0], repeated[0], *others[1:4], repeated[1], *others[4:], repeated[2], repeated[3]]
+    fit, held_out = grouped_split(sessions)
+    assert {s.key for s in fit} & {s.key for s in held_out} == set()
+    assert {s.key for s in repeated} <= {s.key for s in fit}  # its oldest session is among the oldest
+    assert len(fit) + len(held_out) == len(sessions) and held_out
+    assert [s.key for s in held_out] == [s.key for s in sessions if s in held_out]  # order kept
+
+
+def test_too_few_tasks_split_by_time():
+    sessions = [conversation(f"r{n}", ("Sync the repo", ["cd"])) for n in range(10)]
+    fit, held_out = grouped_split(sessions)
+    assert [s.key for s in fit] == [f"r{n}" for n in range(5)]
+    assert [s.key for s in held_out] == [f"r{n}" for n in range(5, 10)]
+
+
+RULES = {"selection": {"mode": "context_rules", "groups": {"mail": ["send_email"]},
+                       "context_rules": [{"name": "mail", "keywords": ["email"], "groups": ["mail"]}]}}
+
+
+@pytest.mark.parametrize(("window", "sent"), [(1, False), (2, True), (5, True)])
+def test_a_rule_window_of_two_reads_the_instruction_before_the_follow_up(window, sent):
+    policy = {"selection": {**RULES["selection"], "rule_window": window}}
+    state = SessionState()
+    assert "send_email" in select_tools(CATALOG, policy, state, "Email the report to Bob").names
+    state.note_task("Email the report to Bob")
+    follow_up = select_tools(CATALOG, policy, state, "I am USR001.")
+    assert ("send_email" in follow_up.names) is sent
+    state.note_task("I am USR001.")
+    # Two instructions on, the first is out of the window.
+    assert "send_email" not in select_tools(CATALOG, policy, state, "Thanks, that is all").names
+
+
+def test_the_state_keeps_the_latest_two_distinct_tasks_through_json():
+    state = SessionState()
+    for message in ["first", "first", "", "second", "third" * 1000]:
+        state.note_task(message)
+    assert state.tasks == ["second", ("third" * 1000)[:TASK_CHARS]]
+    again = SessionState.from_dict(state.to_dict())
+    assert again == state and again.earlier_tasks("fourth", 1) == [state.tasks[-1]]
+    assert again.earlier_tasks(state.tasks[-1], 1) == ["second"]  # the current task is not its own earlier one
+    assert SessionState.from_dict({"tasks": ["a", 3, "b", "c"]}).tasks == ["b", "c"]
+    assert SessionState.from_dict({"tasks": "nope"}).tasks == []
+
+
+def test_a_search_tool_always_on_in_context_rules_mode_is_added_when_the_catalog_has_none():
+    catalog = [tool for tool in CATALOG if tool["name"] != "tool_search"]
+    policy = {"selection": {**RULES["selection"], "always_on": ["tool_search"]}}
+    added = search_tool_added(catalog, policy)
+    assert [tool["name"] for tool in added] == [*[t["name"] for t in catalog], "tool_search"]
+    assert select_tools(added, policy, SessionState(), "hello").names == ["tool_search"]
+    assert search_tool_added(catalog, RULES) is catalog
+
+
+def test_the_simulator_replays_a_rule_window_as_the_selector_applies_it():
+    sessions = [conversation("c", ("Email the report to Bob", []), ("I am USR001.", ["send_email"]))]
+    one = simulate(CATALOG, RULES, sessions, schema_tokens=COSTS)
+    two = simulate(CATALOG, {"selection": {**RULES["selection"], "rule_window": 2}}, sessions, schema_tokens=COSTS)
+    assert (one.hard_misses, two.hard_misses) == (1, 0)
+
+
+def test_candidates_include_request_rules_with_and_without_search_and_window():
+    found = {c.name: c for c in candidates(CATALOG, weather_and_mail(24), schema_tokens=COSTS)}
+    learnt = [c for name, c in found.items() if "request rules" in name]
+    assert {c.selection["rule_window"] for c in learnt} == {1, 2}
+    searching = [c for c in learnt if "tool_search" in c.selection["always_on"]]
+    assert searching and all(c.selection["mode"] == "context_rules" and c.selection["tool_search"]["top_k"] == 20
+                             for c in searching)
+    assert all(any(rule["groups"] == ["tool-send_email"] for rule in c.selection["context_rules"]) for c in learnt)
+    # Read with the instruction before it, every mail task also says "weather": the word no longer
+    # tells the weather tasks apart, so only the one-task rules send get_weather.
+    assert {c.selection["rule_window"] for c in learnt
+            if any(rule["groups"] == ["tool-get_weather"] for rule in c.selection["context_rules"])} == {1}

@@ -58,12 +58,17 @@ class CandidateOutput(serializers.Serializer):
     recoverable_miss_rate = serializers.FloatField(help_text="Recoverable misses per held-out call.")
     saved_share = serializers.FloatField()
     miss_rate = serializers.FloatField()
+    family = serializers.CharField(help_text="The candidate's kind and settings, e.g. `request rules (precision "
+                                   "0.15, 2 tasks) + tool_search top 20`.")
+    refit = serializers.BooleanField(help_text="True when `selection` and `outputs` were learnt again on every "
+                                     "session (fit and held-out); the figures are those of the version learnt on "
+                                     "the fit sessions, measured on the held-out ones.")
 
 
 class RecommendationResult(serializers.Serializer):
     sessions = serializers.IntegerField()
-    fit = serializers.IntegerField(help_text="Sessions the candidates learnt from (the older half).")
-    held_out = serializers.IntegerField(help_text="Sessions they were scored on (the newer half).")
+    fit = serializers.IntegerField(help_text="Sessions the candidates learnt from (the older tasks).")
+    held_out = serializers.IntegerField(help_text="Sessions they were scored on (the newer tasks).")
     candidates = CandidateOutput(many=True)
     front = serializers.ListField(child=serializers.CharField(), help_text="The Pareto front's names.")
     recommended = serializers.CharField(allow_null=True, help_text="The front's candidate saving most net "

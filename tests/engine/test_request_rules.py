@@ -8,7 +8,9 @@ from __future__ import annotations
 import pytest
 from toolscope_agent.engine.recommend import (
     candidates,
+    evaluate,
     grouped_split,
+    refitted,
     request_rules,
     rule_words,
     task_examples,
@@ -172,3 +174,20 @@ def test_candidates_include_request_rules_with_and_without_search_and_window():
     # tells the weather tasks apart, so only the one-task rules send get_weather.
     assert {c.selection["rule_window"] for c in learnt
             if any(rule["groups"] == ["tool-get_weather"] for rule in c.selection["context_rules"])} == {1}
+
+
+def test_a_refit_learns_the_document_again_on_every_session_and_keeps_the_held_out_figures():
+    fit = weather_and_mail(12)
+    later = [conversation(f"b{n}", (f"Book a flight to {CITIES[n]} for trip {n}", ["book_flight"]))
+             for n in range(12)]
+    scored = evaluate(CATALOG, candidates(CATALOG, fit, schema_tokens=COSTS), later, schema_tokens=COSTS)
+    family = "request rules (precision 0.05) + tool_search top 20"  # the others send the same here
+    before = next(c for c in scored if c.family == family)
+    after = next(c for c in refitted(scored, CATALOG, fit + later, schema_tokens=COSTS) if c.family == family)
+    groups = {tuple(rule["groups"]) for rule in before.selection["context_rules"]}
+    assert ("tool-book_flight",) not in groups and not before.refit
+    assert ("tool-book_flight",) in {tuple(rule["groups"]) for rule in after.selection["context_rules"]}
+    assert after.refit and after.name == f"3 {family}"  # named for the rules it now has
+    assert (after.saved_share, after.hard_miss_rate, after.net_saved_tokens) == (
+        before.saved_share, before.hard_miss_rate, before.net_saved_tokens)
+    assert before.miss_rate > 0  # the rules learnt before the flights could not send book_flight

@@ -46,7 +46,9 @@ its first instruction, so no task is learnt on one side and scored on the other.
 repeat a task (retries, variants of one job) stay together on the side of its oldest session.
 An agent of one or two jobs has no other tasks to score on: its split is by time.
 
-Each candidate is a whole `selection` + `outputs` section that an editor can apply to the draft.
+Each candidate is a whole `selection` + `outputs` section that an editor can apply to the draft:
+once scored, it is learnt again on every session, fit and held-out (`refitted`), so what is
+applied learnt from all the evidence while its figures stay those measured on unseen tasks.
 It is ranked on two figures (issue 25, item 2): its **hard-miss rate** (calls nothing would have
 led the model to; a recoverable miss, found on the progressive menu or by the policy's search,
 is not a failure) and its **net tokens saved**: schema tokens saved less the round trips its
@@ -63,7 +65,7 @@ import json
 import re
 from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from toolscope_agent.engine.render import SEARCH_TOOL, SEARCH_TOOL_NAME
@@ -105,6 +107,8 @@ class Candidate:
     round_trip_tokens: int = 0  # what the recoverable misses' extra requests re-send
     net_saved_tokens: int = 0  # schema_tokens_saved - round_trip_tokens
     net_saved_share: float = 0.0  # net_saved_tokens / advertised schema tokens
+    family: str = ""  # the candidate's kind and settings, without what it learnt: equal across refits
+    refit: bool = False  # selection and outputs learnt again on every session (see `refitted`)
 
     def document(self) -> dict[str, Any]:
         return {"selection": self.selection, "outputs": self.outputs}
@@ -120,9 +124,9 @@ def candidates(catalog: Sequence[Mapping[str, Any]], fit: Sequence[ReplaySession
     outputs = {"duplicates": {"suppress": True}, "compaction": _compaction(fit)}
     found: dict[str, Candidate] = {}  # by what the candidate sends: the first name of each policy kept
 
-    def add(name: str, selection: dict[str, Any]) -> None:
+    def add(name: str, selection: dict[str, Any], family: str = "") -> None:
         key = json.dumps({**selection, "always_on": sorted(selection["always_on"])}, sort_keys=True)
-        found.setdefault(key, Candidate(name, selection, outputs))
+        found.setdefault(key, Candidate(name, selection, outputs, family=family or name))
 
     def with_rules(always: list[str]) -> tuple[dict[str, list[str]], list[dict[str, Any]]]:
         needed = {name: members for name, members in groups.items() if not set(members) <= set(always)}
@@ -133,27 +137,43 @@ def candidates(catalog: Sequence[Mapping[str, Any]], fit: Sequence[ReplaySession
         add(f"always-on top {k}", _selection("context_rules", always))
         needed, kept = with_rules(always)
         if kept:
-            add(f"always-on top {k} + {len(kept)} rules", _selection("context_rules", always, needed, kept))
+            add(f"always-on top {k} + {len(kept)} rules", _selection("context_rules", always, needed, kept),
+                f"always-on top {k} + rules")
         if SEARCH_TOOL_NAME in names:
             add(f"tool_search + top {k}", _selection("tool_search", [*always, SEARCH_TOOL_NAME]))
     weak = _weakly_ruled(catalog, fit, ranked, schema_tokens or {})
     for k in range(1, len(weak) + 1):
         needed, kept = with_rules(weak[:k])
-        add(f"{len(kept)} rules + always-on {k} they miss", _selection("context_rules", weak[:k], needed, kept))
+        add(f"{len(kept)} rules + always-on {k} they miss", _selection("context_rules", weak[:k], needed, kept),
+            f"rules + always-on {k} they miss")
     for window in RULE_WINDOWS:
         associations = word_associations(task_examples(fit, window=window), known=set(names) - {SEARCH_TOOL_NAME})
         for precision in RULE_PRECISIONS:
             tool_groups, tool_rules = request_rules(associations, precision=precision)
             if not tool_rules:
                 continue
-            label = f"{len(tool_rules)} request rules (precision {precision:g}"
-            label += f", {window} tasks)" if window > 1 else ")"
-            add(label, _selection("context_rules", [], tool_groups, tool_rules, rule_window=window))
+            family = f"request rules (precision {precision:g}" + (f", {window} tasks)" if window > 1 else ")")
+            label = f"{len(tool_rules)} {family}"
+            add(label, _selection("context_rules", [], tool_groups, tool_rules, rule_window=window), family)
             if SEARCH_TOOL_NAME in names:
                 for top_k in SEARCH_TOP_KS:
                     add(f"{label} + tool_search top {top_k}", _selection(
-                        "context_rules", [SEARCH_TOOL_NAME], tool_groups, tool_rules, top_k=top_k, rule_window=window))
+                        "context_rules", [SEARCH_TOOL_NAME], tool_groups, tool_rules, top_k=top_k, rule_window=window),
+                        f"{family} + tool_search top {top_k}")
     return list(found.values())
+
+
+def refitted(scored: Sequence[Candidate], catalog: Sequence[Mapping[str, Any]], sessions: Sequence[ReplaySession],
+             *, schema_tokens: Mapping[str, int] | None = None) -> list[Candidate]:
+    """`scored` with each candidate's selection and outputs learnt again, the same way, on
+    `sessions` (its fit and held-out sessions together): its figures, measured on held-out
+    sessions it did not learn from, estimate how the procedure does on unseen tasks, and the
+    policy applied has learnt from all the evidence there is. A candidate whose family the refit
+    does not produce (it sends what another sends) keeps what it learnt on the fit sessions."""
+    again = {candidate.family: candidate for candidate in candidates(catalog, sessions, schema_tokens=schema_tokens)}
+    return [replace(candidate, name=again[candidate.family].name, selection=again[candidate.family].selection,
+                    outputs=again[candidate.family].outputs, refit=True) if candidate.family in again else candidate
+            for candidate in scored]
 
 
 def with_search_tool(catalog: Sequence[Mapping[str, Any]], schema_tokens: Mapping[str, int],
@@ -173,8 +193,8 @@ def evaluate(catalog: Sequence[Mapping[str, Any]], found: Sequence[Candidate], h
     for candidate in found:
         result = simulate(catalog, candidate.document(), held_out, schema_tokens=schema_tokens)
         advertised = result.advertised_tokens
-        scored.append(Candidate(
-            candidate.name, candidate.selection, candidate.outputs, saved_share=result.saved_share,
+        scored.append(replace(
+            candidate, saved_share=result.saved_share,
             miss_rate=result.miss_rate, hard_misses=result.hard_misses, saved_tokens=result.saved_tokens,
             hard_miss_rate=result.hard_miss_rate, recoverable_misses=result.recoverable_misses,
             recoverable_miss_rate=result.recoverable_miss_rate, schema_tokens_saved=result.saved_tokens,

@@ -31,6 +31,7 @@ from toolscope_agent.engine.recommend import (
     grouped_split,
     pareto,
     recommend,
+    refitted,
 )
 from toolscope_agent.engine.render import SEARCH_TOOL_NAME
 
@@ -128,6 +129,7 @@ def policy_recommendations(*, project: Project, days: int = 14, limit: int = 200
         catalog, costs = catalog_search_tool_added(project=project, catalog=catalog, costs=costs)
     scored = evaluate(catalog, candidates(catalog, fit, schema_tokens=costs), held_out, schema_tokens=costs,
                       progress=progress)
+    scored = refitted(scored, catalog, sessions, schema_tokens=costs)
     front = pareto(scored)
     best = recommend(front)
     answer.update(candidates=[asdict(candidate) for candidate in scored], front=[c.name for c in front],

@@ -296,3 +296,30 @@ def test_state_lists_only_grow_and_stay_duplicate_free(state, outputs):
             now, then = getattr(state, field), getattr(before, field)
             assert now[: len(then)] == then and len(now) == len(set(now))
         assert state.turns == before.turns + 1
+
+
+_KEYWORD_ALPHABET = st.sampled_from(["git", "Git", "GIT", "test", "tests", "new york", "node.js", "c++", "ß", "SS",
+                                     "straße", "İstanbul", "istanbul", "k", "\u212a", "ǅ", "ǆ", "ab_cd", "ab", "éa",
+                                     " spaced ", "", "  ", "x-y", "x", "\u017f", "s", "\u03a3", "\u03c2", "\u03c3"])
+
+
+@settings(max_examples=1000, deadline=None)
+@given(rules=st.lists(st.lists(_KEYWORD_ALPHABET, max_size=4), max_size=6),
+       message=st.lists(st.sampled_from(["git", "GIT", "Git.", "tests", "new\n york", "node.js", "c++", "STRASSE",
+                                         "straße", "İSTANBUL", "istanbul", "K", "\u212a", "ǅ", "ǈ", "ab_cd", "ab",
+                                         "ÉA", "x-y", "x", "spaced", " ", ",", "_", "-", "S", "\u017f",
+                                         "\u03a3\u0391\u03a3", "\u03c3\u03b1\u03c2"]),
+                       max_size=12))
+def test_the_one_pass_keyword_index_matches_exactly_as_each_rules_own_pattern(rules, message):
+    """select_tools scans a message once for every rule's one-word keywords (selection._rule_index);
+    it sends what matching each rule's keyword pattern alone sends."""
+    from toolscope_agent.engine.selection import _rule_matches
+
+    text = "".join(message)
+    document = {"selection": {"mode": "context_rules",
+                              "groups": {f"g{i}": [f"t{i}"] for i in range(len(rules))},
+                              "context_rules": [{"name": f"r{i}", "keywords": keywords, "groups": [f"g{i}"]}
+                                                for i, keywords in enumerate(rules)]}}
+    catalog = [{"name": f"t{i}"} for i in range(len(rules))]
+    expected = [f"t{i}" for i, keywords in enumerate(rules) if _rule_matches({"keywords": keywords}, text)]
+    assert select_tools(catalog, document, SessionState(), text).names == expected

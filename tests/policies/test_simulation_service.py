@@ -100,6 +100,12 @@ def test_a_tool_search_policy_on_a_catalog_without_the_tool_is_replayed_with_too
     # read_file (100) and the added search tool are sent; git_diff is found by searching the task.
     assert 20 < search_tokens < 100 and result.sent_tokens == 100 + search_tokens
     assert [(miss.tool, miss.kind, miss.path) for miss in result.misses] == [("git_diff", "recoverable", "search")]
-    # Another mode gets no search tool: the always-on one it names is not in the catalog.
+    # Context rules with tool_search always on search too, as /policy/resolve and the SDK send it.
     document["selection"]["mode"] = "context_rules"
-    assert policy_simulate(project=project, document=document, sessions=sessions).sent_tokens == 100
+    result = policy_simulate(project=project, document=document, sessions=sessions)
+    assert result.sent_tokens == 100 + search_tokens
+    assert [(miss.tool, miss.kind, miss.path) for miss in result.misses] == [("git_diff", "recoverable", "search")]
+    # Without it in the always-on set, no search tool and no search: the miss is hard.
+    document["selection"]["always_on"] = ["read_file"]
+    result = policy_simulate(project=project, document=document, sessions=sessions)
+    assert result.sent_tokens == 100 and [miss.kind for miss in result.misses] == ["hard"]

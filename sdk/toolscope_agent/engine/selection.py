@@ -309,6 +309,87 @@ class Selection:
         return list(self.reasons)
 
 
+_WORD = re.compile(r"\w+")
+
+
+@dataclass(frozen=True)
+class _RuleIndex:
+    """Every rule's one-word keywords in one regex, so a message is scanned once however many
+    rules there are (a learnt policy has one rule per tool): `words` maps each keyword,
+    lowercased, to the positions of the rules that list it; `alone` are the rules with a keyword
+    of several words or of punctuation (two such keywords can match at one place), matched one
+    by one as before."""
+
+    pattern: re.Pattern[str] | None
+    words: Mapping[str, tuple[int, ...]]
+    alone: frozenset[int]
+    ascii: bool  # every keyword is ASCII
+    by_length: Mapping[int, tuple[tuple[re.Pattern[str], tuple[int, ...]], ...]]
+    """Each keyword as written, compiled alone, by length: re's case-insensitive match pairs
+    characters one to one, and outside ASCII one text can match keywords that `lower` tells
+    apart (dotted I, long s, the Kelvin sign), so there each match is checked against every keyword of its length."""
+
+    def matching(self, message: str) -> set[int]:
+        """The positions of the rules whose one-word keywords occur in `message` as whole words."""
+        found: set[int] = set()
+        if self.pattern is None:
+            return found
+        if self.ascii and message.isascii():
+            # ASCII keywords in ASCII text: a whole-word match is a run of word characters equal
+            # to the keyword but for case, so a dict lookup per run is what the regex would find.
+            words = self.words
+            for run in _WORD.findall(message):
+                rules = words.get(run.lower())
+                if rules is not None:
+                    found.update(rules)
+            return found
+        for match in self.pattern.finditer(message):
+            text = match.group(0)
+            for keyword, positions in self.by_length.get(len(text), ()):
+                if keyword.fullmatch(text):
+                    found.update(positions)
+        return found
+
+
+_RULE_INDEX_CACHE: ByteDict[tuple[Any, ...], _RuleIndex] = ByteDict(_CACHE_BYTES)
+
+
+def _rule_index(rules: list[Any]) -> _RuleIndex | None:
+    """The rules' keyword index, cached by their keyword lists; None when a list is not hashable
+    (odd documents take the rule-by-rule path)."""
+    try:
+        key = tuple(tuple(rule["keywords"]) if isinstance(rule, Mapping)
+                    and isinstance(rule.get("keywords"), list | tuple) else None for rule in rules)
+        return _RULE_INDEX_CACHE[key]
+    except KeyError:
+        pass
+    except TypeError:
+        return None
+    written: dict[str, list[int]] = {}
+    alone = set()
+    for position, keywords in enumerate(key):
+        for word in keywords or ():
+            if not isinstance(word, str):
+                continue
+            parts = word.split()
+            if len(parts) == 1 and _WORD.fullmatch(parts[0]):
+                written.setdefault(parts[0], []).append(position)
+            elif parts:
+                alone.add(position)
+    words: dict[str, list[int]] = {}
+    for word, positions in written.items():
+        words.setdefault(word.lower(), []).extend(positions)
+    alternatives = "|".join(re.escape(word) for word in sorted(written))
+    pattern = _compiled(r"(?<!\w)(?:" + alternatives + r")(?!\w)") if written else None
+    by_length: dict[int, list[tuple[re.Pattern[str], tuple[int, ...]]]] = {}
+    for word, positions in written.items():
+        by_length.setdefault(len(word), []).append((re.compile(re.escape(word), re.IGNORECASE), tuple(positions)))
+    index = _RuleIndex(pattern, {word: tuple(positions) for word, positions in words.items()}, frozenset(alone),
+                       all(word.isascii() for word in written),
+                       {length: tuple(entries) for length, entries in by_length.items()})
+    return _RULE_INDEX_CACHE.add(key, index, _pattern_bytes(tuple(words)))
+
+
 def _rule_matches(rule: Mapping[str, Any], message: str) -> bool:
     keywords = rule.get("keywords")
     if isinstance(keywords, list | tuple) and keywords:
@@ -338,6 +419,8 @@ class SelectionSettings:
     hint_prefix: str
     sticky: bool
     rule_window: int = 1
+    index: _RuleIndex | None = None
+    """The rules' one-word keywords in one pass (None: the rules are matched one by one)."""
 
 
 def _section(policy: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -362,16 +445,18 @@ def policy_settings(policy: Mapping[str, Any]) -> SelectionSettings:
     prefix = progressive.get("hint_prefix") if isinstance(progressive, Mapping) else None
     sticky = section.get("sticky_discovered")
     window = section.get("rule_window")
+    rules = _list(section.get("context_rules"))
     return SelectionSettings(
         mode=mode if mode in MODES else DEFAULT_MODE,
         allowed=frozenset(_names(allowed)) if isinstance(allowed, list | tuple) else None,
         always_on=_list(section.get("always_on")),
         groups=groups if isinstance(groups, Mapping) else {},
-        rules=_list(section.get("context_rules")),
+        rules=rules,
         hint_prefix=prefix if isinstance(prefix, str) else DEFAULT_HINT_PREFIX,
         sticky=sticky if isinstance(sticky, bool) else True,
         rule_window=min(window, TASK_MEMORY) if isinstance(window, int) and not isinstance(window, bool)
         and window > 1 else 1,
+        index=_rule_index(rules) if mode == "context_rules" and rules else None,
     )
 
 
@@ -393,8 +478,18 @@ def _wanted(settings: SelectionSettings, state: SessionState, message: str) -> d
         text = message
         if settings.rule_window > 1:
             text = "\n".join([*state.earlier_tasks(message, settings.rule_window - 1), message])
-        for rule in settings.rules:
-            if isinstance(rule, Mapping) and _rule_matches(rule, text):
+        index = settings.index
+        matched = index.matching(text) if index is not None else set()
+        for position, rule in enumerate(settings.rules):
+            if not isinstance(rule, Mapping):
+                continue
+            if index is None or position in index.alone:
+                hit = _rule_matches(rule, text)
+            else:
+                regex = rule.get("regex")
+                hit = position in matched or (isinstance(regex, str) and bool(regex)
+                                               and rule_regex_matches(regex, text))
+            if hit:
                 name = rule.get("name")
                 reason = f"rule:{name if isinstance(name, str) else ''}"
                 for group in _list(rule.get("groups")):
@@ -447,6 +542,12 @@ def candidates(catalog: Sequence[Mapping[str, Any]], allowed: frozenset[str] | N
     return list(compress(names, keep)), list(compress(catalog, keep))
 
 
+def policy_searches(policy: Mapping[str, Any]) -> bool:
+    """Whether `policy` sends a search tool: `tool_search` mode, or `tool_search` always on."""
+    settings = policy_settings(policy)
+    return settings.mode == "tool_search" or SEARCH_TOOL_NAME in settings.always_on
+
+
 def search_tool_added(catalog: Sequence[Mapping[str, Any]], policy: Mapping[str, Any], *,
                       has_search_tool: bool | None = None) -> Sequence[Mapping[str, Any]]:
     """`catalog` as a policy that searches selects from: with toolscope's own `tool_search`
@@ -455,8 +556,7 @@ def search_tool_added(catalog: Sequence[Mapping[str, Any]], policy: Mapping[str,
     search to fall back on), always sends a way to search. The SDK's selector, the MCP gateway
     (through it) and `POST /api/v1/policy/resolve` add it here. Other policies get `catalog`
     itself. `has_search_tool` spares the scan for a caller that knows."""
-    settings = policy_settings(policy)
-    if settings.mode != "tool_search" and SEARCH_TOOL_NAME not in settings.always_on:
+    if not policy_searches(policy):
         return catalog
     if has_search_tool is None:
         has_search_tool = any(isinstance(tool, Mapping) and tool.get("name") == SEARCH_TOOL_NAME for tool in catalog)
@@ -467,13 +567,15 @@ _SEARCH_TOOL = normalize_tool(copy.deepcopy(SEARCH_TOOL))  # read, never changed
 
 
 def select_tools(catalog: Sequence[Mapping[str, Any]], policy: Mapping[str, Any], state: SessionState,
-                 message: str = "") -> Selection:
+                 message: str = "", *, settings: SelectionSettings | None = None) -> Selection:
     """The tools to send for `message` under `policy`, given what the session learnt so far.
 
-    O(len(catalog)) in C-level passes, plus the rules (regexes compiled once per process); the
-    progressive menu is cached per catalog content. The state is read, never written.
+    O(len(catalog)) in C-level passes, plus the rules (regexes compiled once per process, every
+    rule's one-word keywords matched in one pass); the progressive menu is cached per catalog
+    content. The state is read, never written. `settings`: `policy_settings(policy)`, for a
+    caller that applies one policy many times (the simulator) and so reads it once.
     """
-    settings = policy_settings(policy)
+    settings = settings if settings is not None else policy_settings(policy)
     wanted = _wanted(settings, state, message)
     names, tools = candidates(catalog, settings.allowed)
     if settings.mode == "all":

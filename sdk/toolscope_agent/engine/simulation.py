@@ -271,11 +271,14 @@ class _Replay:
                tuple(state.earlier_tasks(message, self.settings.rule_window - 1)))
         found = self.selections.get(key)
         if found is None:
-            selection = select_tools(self.catalog, self.policy, state, message)
+            selection = select_tools(self.catalog, self.policy, state, message, settings=self.settings)
             cost = sum(self.costs.get(name, 0) for name in selection.reasons)
             if selection.menu and self.menu_tokens is not None:
                 cost += self.menu_tokens(selection.menu)
-            found = (selection.reasons, frozenset(tool.get("name") for tool in selection.deferred), cost)
+            # Only progressive mode's misses read the deferred names (the menu's): others skip the set.
+            deferred = (frozenset(tool.get("name") for tool in selection.deferred)
+                        if self.settings.mode == "progressive" else frozenset())
+            found = (selection.reasons, deferred, cost)
             if len(self.selections) >= SELECTION_CACHE_SIZE:
                 self.selections.clear()
             self.selections[key] = found

@@ -19,7 +19,7 @@ from typing import Any
 from toolscope_agent.engine.recommend import with_search_tool
 from toolscope_agent.engine.render import SEARCH_TOOL, SEARCH_TOOL_NAME
 from toolscope_agent.engine.schemas import schema_hash
-from toolscope_agent.engine.selection import policy_settings
+from toolscope_agent.engine.selection import policy_searches
 from toolscope_agent.engine.simulation import RecordedCall, RecordedTurn, ReplaySession, Simulation, simulate
 
 from toolscope.policies.models import Tool
@@ -115,9 +115,10 @@ def catalog_search_tool_added(*, project: Project, catalog: list[Mapping[str, An
 def simulation_replayer(*, project: Project, document: dict[str, Any],
                         history: dict[str, list[str]] | None = None) -> Callable[[list[ReplaySession]], Simulation]:
     """A function replaying sessions under `document`, the catalog and its costs read once (two
-    queries), for a caller that replays in chunks. A `tool_search` document is replayed with
-    toolscope's search tool when the catalog has none of its own."""
-    catalog, costs = catalog_costs(project=project, search_tool=policy_settings(document).mode == "tool_search")
+    queries), for a caller that replays in chunks. A document that searches (`tool_search` mode, or
+    `tool_search` always on) is replayed with toolscope's search tool when the catalog has none of
+    its own, as /policy/resolve and the SDK send it."""
+    catalog, costs = catalog_costs(project=project, search_tool=policy_searches(document))
     count = counter(project.encoding)
 
     def replay(sessions: list[ReplaySession]) -> Simulation:

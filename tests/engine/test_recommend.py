@@ -172,7 +172,16 @@ def test_tool_search_that_recovers_nothing_is_not_recommended():
     found = scored_wide(findable=False)
     search = found["scored"]["tool_search + top 1"]
     assert search.hard_miss_rate == 0.5 and search.recoverable_miss_rate == 0.0 and search.round_trip_tokens == 0
-    assert found["best"].name == "always-on top 25" and found["best"].hard_miss_rate == 0.0
+    # What misses nothing wins: a menu of the rare tools (each one round trip), or all of them.
+    assert found["best"].name in ("always-on top 25", "progressive menu + top 0") and found["best"].hard_miss_rate == 0.0
+    menu = found["scored"]["progressive menu + top 0"]
+    assert (menu.hard_miss_rate, menu.recoverable_miss_rate) == (0.0, 1.0)  # read_file too: it is on the menu
+    # Its menu is priced on every request (here one token per four characters: no tokenizer given).
+    from toolscope_agent.engine.selection import SessionState, select_tools
+    from toolscope_agent.engine.tokens import approximate_counter
+
+    text = select_tools(WIDE, menu.document(), SessionState(), "").menu
+    assert menu.schema_tokens_saved == 24 * (20_100 - approximate_counter(text)) and menu.round_trip_tokens > 0
 
 
 def test_round_trips_make_many_recoverable_misses_lose_to_few_at_equal_schema_savings():

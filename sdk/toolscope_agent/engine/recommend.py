@@ -38,6 +38,9 @@ on the sessions it was fitted on):
   "I am USR001." continues the instruction before it). The candidates send these rules with
   toolscope's `tool_search` always on (context_rules mode; top_k on SEARCH_TOP_KS) so what the
   rules miss can still be found, and without it;
+- **progressive menus** (issue 25, item 6): the always-on sets of PROGRESSIVE_K in progressive
+  mode: every other tool is on the menu, so no miss is hard, and each costs a round trip; the
+  menu is priced every request (`evaluate`'s `menu_tokens`);
 - **compaction**: a tool whose outputs' 95th percentile passes COMPACT_ABOVE tokens gets a
   head_tail rule at COMPACT_TO tokens, on every candidate.
 
@@ -72,6 +75,7 @@ from toolscope_agent.engine.render import SEARCH_TOOL, SEARCH_TOOL_NAME
 from toolscope_agent.engine.selection import SessionState
 from toolscope_agent.engine.simulation import ReplaySession, simulate
 from toolscope_agent.engine.text import STOPWORDS, words
+from toolscope_agent.engine.tokens import approximate_counter
 
 K_GRID = (*range(17), 20, 24, 32)
 GROUP_JACCARD = 0.5
@@ -88,6 +92,7 @@ RULE_PRECISIONS = (0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.45)  # about x1.5 apart
 RULE_WINDOWS = (1, 2)
 SEARCH_TOP_KS = (20,)
 MIN_SPLIT_SHARE = 0.25
+PROGRESSIVE_K = (0, 2, 4, 8, 16)
 _RULE_WORD = re.compile(r"\w+")  # a keyword matches a whole run of word characters (selection.keyword_pattern)
 
 
@@ -141,6 +146,8 @@ def candidates(catalog: Sequence[Mapping[str, Any]], fit: Sequence[ReplaySession
                 f"always-on top {k} + rules")
         if SEARCH_TOOL_NAME in names:
             add(f"tool_search + top {k}", _selection("tool_search", [*always, SEARCH_TOOL_NAME]))
+        if k in PROGRESSIVE_K:
+            add(f"progressive menu + top {k}", _selection("progressive", always))
     weak = _weakly_ruled(catalog, fit, ranked, schema_tokens or {})
     for k in range(1, len(weak) + 1):
         needed, kept = with_rules(weak[:k])
@@ -186,12 +193,15 @@ def with_search_tool(catalog: Sequence[Mapping[str, Any]], schema_tokens: Mappin
 
 
 def evaluate(catalog: Sequence[Mapping[str, Any]], found: Sequence[Candidate], held_out: Sequence[ReplaySession],
-             *, schema_tokens: Mapping[str, int],
+             *, schema_tokens: Mapping[str, int], menu_tokens: Callable[[str], int] | None = None,
              progress: Callable[[int, int], None] | None = None) -> list[Candidate]:
-    """Each candidate with its figures on `held_out`; `progress(done, total)` after each."""
+    """Each candidate with its figures on `held_out`; `progress(done, total)` after each. A
+    progressive candidate's menu is priced with `menu_tokens` (the server's tokenizer), else one
+    token per four characters (tokens.approximate_counter)."""
     scored = []
     for candidate in found:
-        result = simulate(catalog, candidate.document(), held_out, schema_tokens=schema_tokens)
+        result = simulate(catalog, candidate.document(), held_out, schema_tokens=schema_tokens,
+                          menu_tokens=menu_tokens or approximate_counter)
         advertised = result.advertised_tokens
         scored.append(replace(
             candidate, saved_share=result.saved_share,

@@ -55,6 +55,7 @@ from toolscope.policies.services.simulation import (
     simulation_sessions_load,
 )
 from toolscope.telemetry.models import Project, Session
+from toolscope.tokenizer import counter
 
 MIN_SESSIONS = 10
 RUN_TASK = "workers.recommendation_run"
@@ -128,7 +129,7 @@ def policy_recommendations(*, project: Project, days: int = 14, limit: int = 200
     if len(catalog) >= LARGE_CATALOG:  # a tool_search policy is a candidate: the agent gets toolscope's
         catalog, costs = catalog_search_tool_added(project=project, catalog=catalog, costs=costs)
     scored = evaluate(catalog, candidates(catalog, fit, schema_tokens=costs), held_out, schema_tokens=costs,
-                      progress=progress)
+                      menu_tokens=counter(project.encoding), progress=progress)
     scored = refitted(scored, catalog, sessions, schema_tokens=costs)
     front = pareto(scored)
     best = recommend(front)

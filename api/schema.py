@@ -191,6 +191,8 @@ POLICY_DOCUMENT_SCHEMA: dict[str, Any] = {
             "groups": {"type": "object", "additionalProperties": _NAMES},
             "context_rules": {"type": "array", "items": {"type": "object", "properties": {
                 "name": _STRING, "keywords": _NAMES, "regex": {"type": "string", "nullable": True},
+                "after_tools": {**_NAMES, "description": "The rule also matches once the session has called one of "
+                                                         "these (absent: none)."},
                 "groups": _NAMES}}},
             "progressive": {"type": "object", "properties": {"hint_prefix": _STRING}},
             "tool_search": {"type": "object", "properties": {

@@ -28,6 +28,7 @@ from toolscope.policies.models import (
     Tool,
     ToolGroup,
 )
+from toolscope.policies.services.documents import policy_document_build
 from toolscope.policies.services.publish import policy_publish
 
 pytestmark = pytest.mark.django_db
@@ -195,6 +196,26 @@ def test_an_editor_adds_a_group_a_context_rule_and_a_compaction_rule(editor_clie
     assert PolicyAuditEntry.objects.count() == 2
 
 
+def test_an_editor_sets_a_rule_on_tools_called_before_the_rule_window_and_search_always_on(
+        editor_client, policy, tools):
+    group = ToolGroup.objects.create(policy=policy, name="git")
+    group.tools.set([tools["git_diff"]])
+    data = _draft_data(editor_client, policy.project)
+    data.update({"mode": SelectionMode.CONTEXT_RULES, "rule_window": "2", "search_always_on": "on",
+                 "rules-0-name": "after status", "rules-0-after_tools": "git_status, ,bash",
+                 "rules-0-groups": [str(group.pk)]})
+    assert editor_client.post(_url(policy.project, "policy"), data).status_code == 302
+    policy.refresh_from_db()
+    rule = ContextRule.objects.get(policy=policy)
+    assert (rule.keywords, rule.after_tools) == ([], ["git_status", "bash"])  # no keyword needed
+    assert (policy.rule_window, policy.search_always_on) == (2, True)
+    document = policy_document_build(policy=policy)
+    assert document["selection"]["context_rules"][0]["after_tools"] == ["git_status", "bash"]
+    assert document["selection"]["rule_window"] == 2 and "tool_search" in document["selection"]["always_on"]
+    html = editor_client.get(_url(policy.project, "policy")).content.decode()
+    assert 'value="git_status, bash"' in html
+
+
 def test_context_rules_keep_the_order_given(editor_client, policy):
     first = make_context_rule(policy, name="first", position=0)
     second = make_context_rule(policy, name="second", position=1)
@@ -253,9 +274,9 @@ def test_a_problem_of_a_rule_marks_that_rule_even_with_dots_in_its_name(viewer_c
     ContextRule.objects.create(policy=policy, name="fine", keywords=["test"])
     ContextRule.objects.create(policy=policy, name="v1.2 rule", keywords=[], regex="")
     editor = viewer_client.get(_url(policy.project, "policy")).context["editor"]
-    assert editor.problems["rules"] == ["context_rules.v1.2 rule: needs keywords, a regex, or both"]
+    assert editor.problems["rules"] == ["context_rules.v1.2 rule: needs keywords, a regex or tools called before"]
     assert [getattr(form, "problems", []) for form in editor.rules.initial_forms] == [
-        [], ["needs keywords, a regex, or both"]]
+        [], ["needs keywords, a regex or tools called before"]]
 
 
 def test_an_editor_creates_the_draft_of_a_project_without_one(editor_client, project, tools):

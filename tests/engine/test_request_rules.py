@@ -62,7 +62,7 @@ def test_each_request_works_on_the_latest_instruction_and_a_task_repeated_counts
 
 def test_words_that_predict_a_tool_across_distinct_tasks_are_kept_and_incidental_ones_are_not():
     examples = task_examples(weather_and_mail(12))
-    kept = {(a.word, a.tool): (a.tasks, a.hits) for a in word_associations(examples)}
+    kept = {(a.feature, a.tool): (a.tasks, a.hits) for a in word_associations(examples)}
     assert kept[("weather", "get_weather")] == (12, 12)
     assert kept[("email", "send_email")] == (12, 12)
     assert ("forecast", "send_email") in kept
@@ -191,3 +191,65 @@ def test_a_refit_learns_the_document_again_on_every_session_and_keeps_the_held_o
     assert (after.saved_share, after.hard_miss_rate, after.net_saved_tokens) == (
         before.saved_share, before.hard_miss_rate, before.net_saved_tokens)
     assert before.miss_rate > 0  # the rules learnt before the flights could not send book_flight
+
+
+AFTER = {"selection": {"mode": "context_rules", "groups": {"fs": ["read_file"]},
+                       "context_rules": [{"name": "after cd", "keywords": [], "after_tools": ["cd"],
+                                          "groups": ["fs"]}]}}
+
+
+def test_a_rule_on_tools_called_before_matches_once_one_was_called_whatever_the_message():
+    state = SessionState()
+    assert "read_file" not in select_tools(CATALOG, AFTER, state, "go to the docs folder").names
+    state.observe("", [{"name": "cd"}])
+    assert select_tools(CATALOG, AFTER, state, "").reasons["read_file"] == "rule:after cd"
+    assert select_tools(CATALOG, AFTER, state, "what is in there?").reasons["read_file"] == "rule:after cd"
+    # Odd after_tools never match and never fail.
+    odd = {"selection": {**AFTER["selection"], "context_rules": [{"after_tools": "cd", "groups": ["fs"]},
+                                                                 {"after_tools": [3, None], "groups": ["fs"]}]}}
+    assert "read_file" not in select_tools(CATALOG, odd, state, "x").names
+
+
+def test_the_simulator_and_the_selector_agree_on_rules_after_calls():
+    sessions = [conversation("c", ("Go to the docs folder", ["cd"]), ("Show me what is inside", ["read_file"]))]
+    after = simulate(CATALOG, AFTER, sessions, schema_tokens=COSTS)
+    assert [miss.tool for miss in after.misses] == ["cd"]  # nothing sends cd; read_file follows it
+    without = simulate(CATALOG, {"selection": {**AFTER["selection"], "context_rules": []}}, sessions,
+                       schema_tokens=COSTS)
+    assert [miss.tool for miss in without.misses] == ["cd", "read_file"]
+
+
+def navigations(count: int) -> list[ReplaySession]:
+    """Distinct tasks (words that vary): every other one changes directory then reads a file, the
+    others post a tweet; every third also books a flight first."""
+    sessions = []
+    for n in range(count):
+        calls = ["cd", "read_file"] if n % 2 else ["post_tweet"]
+        calls = ["book_flight", *calls] if n % 3 == 0 else calls
+        sessions.append(conversation(f"n{n}", (f"task {n}: {CITIES[n % 12]} report", calls)))
+    return sessions
+
+
+def test_tools_called_after_another_are_learnt_per_distinct_task():
+    from toolscope_agent.engine.recommend import call_associations
+
+    found = {(a.feature, a.tool): (a.tasks, a.hits, a.kind) for a in call_associations(navigations(24))}
+    assert found[("cd", "read_file")] == (12, 12, "after")
+    assert ("read_file", "cd") not in found  # never after it
+    assert not any(earlier == "book_flight" for earlier, _ in found)  # followed by either, as without it
+    # One task in 24 sessions is one piece of evidence.
+    repeated = [conversation(f"r{n}", ("same task", ["cd", "read_file"])) for n in range(24)]
+    assert call_associations(repeated) == []
+    groups, rules = request_rules(call_associations(navigations(24)), precision=0.5)
+    assert rules == [{"name": "learnt: read_file", "keywords": [], "regex": None, "groups": ["tool-read_file"],
+                      "after_tools": ["cd"]}]
+    assert groups == {"tool-read_file": ["read_file"]}
+
+
+def test_candidates_learn_rules_with_and_without_tools_called_before():
+    found = {c.family: c for c in candidates(CATALOG, navigations(24), schema_tokens=COSTS)}
+    with_calls = [c for family, c in found.items() if "after calls" in family]
+    assert with_calls and all(any(rule.get("after_tools") == ["cd"] for rule in c.selection["context_rules"])
+                              for c in with_calls)
+    assert not any(rule.get("after_tools") for family, c in found.items() if "request rules" in family
+                   and "after calls" not in family for rule in c.selection["context_rules"])

@@ -45,7 +45,14 @@ def test_an_empty_allowed_set_allows_every_tool(policy):
 
 def test_a_context_rule_needs_keywords_or_a_regex(policy):
     make_rule(policy, name="empty", keywords=[])
-    assert _problems(policy) == {"context_rules.empty": "needs keywords, a regex, or both"}
+    assert _problems(policy) == {"context_rules.empty": "needs keywords, a regex or tools called before"}
+
+
+def test_a_context_rule_on_tools_called_before_needs_no_keyword_but_names_tools(policy):
+    make_rule(policy, name="after", keywords=[], after_tools=["git_status"])
+    assert _problems(policy) == {}
+    make_rule(policy, name="odd", keywords=["x"], after_tools=["", 3])
+    assert _problems(policy) == {"context_rules.odd.after_tools": "must be a list of tool names"}
 
 
 def test_keywords_must_be_a_list_of_words(policy):

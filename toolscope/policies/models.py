@@ -169,13 +169,16 @@ class ToolGroup(models.Model):
 
 
 class ContextRule(models.Model):
-    """Ordered: keywords (whole words) and/or a regex on the task message select groups."""
+    """Ordered: keywords (whole words) and/or a regex on the task message, or a call of one of
+    `after_tools` earlier in the session, select groups."""
 
     policy = models.ForeignKey(Policy, on_delete=models.CASCADE, related_name="context_rules")
     position = models.PositiveIntegerField(default=0)
     name = models.CharField(max_length=100)
     keywords = models.JSONField(default=list, blank=True)
     regex = models.CharField(max_length=200, blank=True)
+    after_tools = models.JSONField(default=list, blank=True,
+                                   help_text="Tool names: the rule also matches once the session has called one.")
     groups = models.ManyToManyField(ToolGroup, blank=True, related_name="context_rules")
     enabled = models.BooleanField(default=True)
 
@@ -186,8 +189,8 @@ class ContextRule(models.Model):
         return self.name
 
     def clean(self) -> None:
-        if not self.keywords and not self.regex:
-            raise ValidationError("A context rule needs keywords, a regex, or both.")
+        if not self.keywords and not self.regex and not self.after_tools:
+            raise ValidationError("A context rule needs keywords, a regex or tools called before.")
 
 
 class CompactionStrategy(models.TextChoices):

@@ -35,7 +35,10 @@ on the sessions it was fitted on):
   the tool reaches a precision on RULE_PRECISIONS: a word that fires often for a rarely used tool
   costs its schema on every request it fires on. Rules are learnt, and sent, reading the task
   alone or with the instruction before it (`rule_window` on RULE_WINDOWS: a follow-up such as
-  "I am USR001." continues the instruction before it). The candidates send these rules with
+  "I am USR001." continues the instruction before it), and with or without **groups keyed by the
+  tools already called** (item 6): a rule's `after_tools`, the earlier tools whose call
+  significantly predicts the tool's first call afterwards (`call_associations`, tested the same
+  way over distinct tasks: an agent that called `cd` will call `ls`). The candidates send these rules with
   toolscope's `tool_search` always on (context_rules mode; top_k on SEARCH_TOP_KS) so what the
   rules miss can still be found, and without it;
 - **progressive menus** (issue 25, item 6): the always-on sets of PROGRESSIVE_K in progressive
@@ -64,6 +67,7 @@ missing least).
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from collections import Counter, defaultdict
@@ -153,20 +157,22 @@ def candidates(catalog: Sequence[Mapping[str, Any]], fit: Sequence[ReplaySession
         needed, kept = with_rules(weak[:k])
         add(f"{len(kept)} rules + always-on {k} they miss", _selection("context_rules", weak[:k], needed, kept),
             f"rules + always-on {k} they miss")
-    for window in RULE_WINDOWS:
-        associations = word_associations(task_examples(fit, window=window), known=set(names) - {SEARCH_TOOL_NAME})
-        for precision in RULE_PRECISIONS:
-            tool_groups, tool_rules = request_rules(associations, precision=precision)
-            if not tool_rules:
-                continue
-            family = f"request rules (precision {precision:g}" + (f", {window} tasks)" if window > 1 else ")")
+    known = set(names) - {SEARCH_TOOL_NAME}
+    after_calls = call_associations(fit, known=known)
+    words_found = {window: word_associations(task_examples(fit, window=window), known=known)
+                   for window in RULE_WINDOWS}
+    for window, calls, precision in itertools.product(RULE_WINDOWS, (False, True), RULE_PRECISIONS):
+        tool_groups, tool_rules = request_rules([*words_found[window], *(after_calls if calls else ())],
+                                                precision=precision)
+        if tool_rules:
+            family = (f"request rules (precision {precision:g}" + (f", {window} tasks" if window > 1 else "")
+                      + (", after calls)" if calls else ")"))
             label = f"{len(tool_rules)} {family}"
             add(label, _selection("context_rules", [], tool_groups, tool_rules, rule_window=window), family)
-            if SEARCH_TOOL_NAME in names:
-                for top_k in SEARCH_TOP_KS:
-                    add(f"{label} + tool_search top {top_k}", _selection(
-                        "context_rules", [SEARCH_TOOL_NAME], tool_groups, tool_rules, top_k=top_k, rule_window=window),
-                        f"{family} + tool_search top {top_k}")
+            for top_k in SEARCH_TOP_KS if SEARCH_TOOL_NAME in names else ():
+                add(f"{label} + tool_search top {top_k}", _selection(
+                    "context_rules", [SEARCH_TOOL_NAME], tool_groups, tool_rules, top_k=top_k, rule_window=window),
+                    f"{family} + tool_search top {top_k}")
     return list(found.values())
 
 
@@ -314,26 +320,46 @@ def task_examples(sessions: Sequence[ReplaySession], *, window: int = 1) -> list
 
 @dataclass(frozen=True)
 class Association:
-    """A task word and a tool: `tasks` distinct tasks have the word, `hits` of them used the tool."""
+    """A feature and a tool it predicts: of `tasks` distinct tasks with the feature, `hits` used
+    the tool. `kind` "word": the feature is a word of the task; "after": it is a tool called
+    earlier in the session, and a hit is the tool first called after it."""
 
     tool: str
-    word: str
+    feature: str
     tasks: int
     hits: int
+    kind: str = "word"
 
     @property
     def precision(self) -> float:
         return self.hits / self.tasks
 
 
-def word_associations(examples: Sequence[TaskExample], *, known: set[str] | None = None,
-                      alpha: float = FDR_ALPHA) -> list[Association]:
-    """The (word, tool) pairs whose co-occurrence in `examples` is significant: one-sided Fisher
-    exact test per pair seen together, Benjamini-Hochberg at false discovery rate `alpha` over
-    all of them. Only tools in `known` (when given) are targets."""
+def _significant(together: Counter[tuple[str, str]], with_feature: Counter[str], with_tool: Counter[str],
+                 population: int, kind: str, alpha: float) -> list[Association]:
+    """The (feature, tool) pairs of `together` that Benjamini-Hochberg accepts at `alpha`, each
+    tested with the one-sided Fisher exact test: P(X >= hits) for X hypergeometric, the feature's
+    tasks drawn from `population` tasks of which the tool's are successes."""
     import numpy as np  # the server's and the `recommend` extra's: agents never learn rules
     from scipy.stats import false_discovery_control, hypergeom  # type: ignore[import-untyped]
 
+    if not together:
+        return []
+    pairs = sorted(together)
+    hits = np.array([together[pair] for pair in pairs])
+    tasks = np.array([with_feature[feature] for feature, _ in pairs])
+    used = np.array([with_tool[tool] for _, tool in pairs])
+    p_values = hypergeom.sf(hits - 1, population, used, tasks)
+    accepted = false_discovery_control(p_values, method="bh") <= alpha
+    return [Association(tool, feature, int(n), int(k), kind) for (feature, tool), n, k, ok
+            in zip(pairs, tasks, hits, accepted, strict=True) if ok]
+
+
+def word_associations(examples: Sequence[TaskExample], *, known: set[str] | None = None,
+                      alpha: float = FDR_ALPHA) -> list[Association]:
+    """The (word, tool) pairs whose co-occurrence in `examples` is significant (`_significant`:
+    one test per pair seen together, Benjamini-Hochberg over all of them). Only tools in `known`
+    (when given) are targets."""
     with_word: Counter[str] = Counter()
     with_tool: Counter[str] = Counter()
     together: Counter[tuple[str, str]] = Counter()
@@ -342,34 +368,52 @@ def word_associations(examples: Sequence[TaskExample], *, known: set[str] | None
         with_word.update(example.words)
         with_tool.update(tools)
         together.update((word, tool) for word in example.words for tool in tools)
-    if not together:
-        return []
-    pairs = sorted(together)
-    hits = np.array([together[pair] for pair in pairs])
-    tasks = np.array([with_word[word] for word, _ in pairs])
-    used = np.array([with_tool[tool] for _, tool in pairs])
-    # P(X >= hits), X hypergeometric: `tasks` draws from len(examples) tasks, `used` of them successes.
-    p_values = hypergeom.sf(hits - 1, len(examples), used, tasks)
-    accepted = false_discovery_control(p_values, method="bh") <= alpha
-    return [Association(tool, word, int(n), int(k)) for (word, tool), n, k, ok
-            in zip(pairs, tasks, hits, accepted, strict=True) if ok]
+    return _significant(together, with_word, with_tool, len(examples), "word", alpha)
+
+
+def call_associations(sessions: Sequence[ReplaySession], *, known: set[str] | None = None,
+                      alpha: float = FDR_ALPHA) -> list[Association]:
+    """The (earlier tool, tool) pairs where calling the first significantly predicts calling the
+    second for the first time afterwards, per distinct task (a session's first instruction; its
+    oldest session counts): groups keyed by the tools already called (an agent that called `cd`
+    will call `ls`). Tested as `word_associations` are; only tools in `known` (when given)."""
+    with_earlier: Counter[str] = Counter()
+    with_tool: Counter[str] = Counter()
+    together: Counter[tuple[str, str]] = Counter()
+    seen: set[str] = set()
+    for session in sessions:
+        task = _task_key(session)
+        if task in seen:
+            continue
+        seen.add(task)
+        order = list(dict.fromkeys(call.name for turn in session.turns for call in turn.calls
+                                   if known is None or call.name in known))
+        with_earlier.update(order)
+        with_tool.update(order)
+        together.update((earlier, later) for position, later in enumerate(order) for earlier in order[:position])
+    return _significant(together, with_earlier, with_tool, len(seen), "after", alpha)
 
 
 def request_rules(associations: Sequence[Association], *, precision: float,
                   ) -> tuple[dict[str, list[str]], list[dict[str, Any]]]:
     """(groups, context_rules): per tool, a one-tool group and a rule sending it when any of its
-    associated words with at least `precision` appears in the task; tools by name."""
+    associated words with at least `precision` appears in the task, or (`after_tools`) once any
+    of its associated earlier tools has been called; tools by name."""
     keywords: dict[str, list[str]] = defaultdict(list)
+    after: dict[str, list[str]] = defaultdict(list)
     for association in associations:
         if association.precision >= precision:
-            keywords[association.tool].append(association.word)
+            (after if association.kind == "after" else keywords)[association.tool].append(association.feature)
     groups: dict[str, list[str]] = {}
     rules = []
-    for tool in sorted(keywords):
+    for tool in sorted(keywords.keys() | after.keys()):
         group = _group_name(tool, groups)
         groups[group] = [tool]
-        rules.append({"name": f"learnt: {tool}"[:100], "keywords": sorted(keywords[tool]), "regex": None,
-                      "groups": [group]})
+        rule: dict[str, Any] = {"name": f"learnt: {tool}"[:100], "keywords": sorted(keywords[tool]), "regex": None,
+                                "groups": [group]}
+        if after[tool]:
+            rule["after_tools"] = sorted(after[tool])
+        rules.append(rule)
     return groups, rules
 
 

@@ -13,7 +13,9 @@ Contract (docs/policy.md), with the choices the document leaves open:
 - `all`: every candidate. `context_rules`: always-on + the groups of every matching rule. A
   rule reads the task message, and, with `rule_window` n > 1, the session's n - 1 task messages
   before it too (SessionState.tasks): a follow-up ("I am USR001.", "the file is report.txt")
-  continues the instruction before it.
+  continues the instruction before it. A rule with `after_tools` also matches once the session
+  has called one of them (SessionState.discovered: an agent that called `cd` will call `ls`),
+  whatever the message.
   `progressive`: always-on + activated tools, and a menu of every candidate. `tool_search`:
   the `tool_search` tool (when the catalog has one) + always-on.
 - In every mode but `all`, tools loaded by earlier searches join (a search result is useless if
@@ -474,21 +476,28 @@ def _wanted(settings: SelectionSettings, state: SessionState, message: str) -> d
     _add(wanted, settings.always_on, "always_on")
     if settings.mode == "all":
         return wanted
-    if settings.mode == "context_rules" and message:
+    if settings.mode == "context_rules" and (message or state.discovered):
         text = message
-        if settings.rule_window > 1:
+        if message and settings.rule_window > 1:
             text = "\n".join([*state.earlier_tasks(message, settings.rule_window - 1), message])
         index = settings.index
-        matched = index.matching(text) if index is not None else set()
+        matched = index.matching(text) if index is not None and text else set()
+        called = frozenset(state.discovered)
         for position, rule in enumerate(settings.rules):
             if not isinstance(rule, Mapping):
                 continue
-            if index is None or position in index.alone:
+            if not text:
+                hit = False
+            elif index is None or position in index.alone:
                 hit = _rule_matches(rule, text)
             else:
                 regex = rule.get("regex")
                 hit = position in matched or (isinstance(regex, str) and bool(regex)
                                                and rule_regex_matches(regex, text))
+            if not hit and called:
+                after = rule.get("after_tools")
+                hit = isinstance(after, list | tuple) and any(isinstance(name, str) and name in called
+                                                              for name in after)
             if hit:
                 name = rule.get("name")
                 reason = f"rule:{name if isinstance(name, str) else ''}"

@@ -83,7 +83,7 @@ class ContextRuleInline(ProjectScopedPickersMixin, admin.TabularInline):
     model = ContextRule
     extra = 0
     ordering = ["position", "id"]
-    fields = ["position", "name", "keywords", "regex", "groups", "enabled"]
+    fields = ["position", "name", "keywords", "regex", "after_tools", "groups", "enabled"]
     formfield_overrides = {
         models.ManyToManyField: {"widget": forms.CheckboxSelectMultiple},
         models.JSONField: {"widget": forms.Textarea(attrs={"rows": 2, "cols": 30})},

@@ -54,7 +54,8 @@ def policy_document_build(*, policy: Policy) -> dict[str, Any]:
             "groups": {group.name: sorted({t.name for t in group.tools.all()}) for group in policy.groups.all()},
             "context_rules": [
                 {"name": rule.name, "keywords": rule.keywords, "regex": rule.regex or None,
-                 "groups": sorted(group.name for group in rule.groups.all())}
+                 "groups": sorted(group.name for group in rule.groups.all()),
+                 **({"after_tools": rule.after_tools} if rule.after_tools else {})}
                 for rule in policy.context_rules.all() if rule.enabled
             ],
             "progressive": {"hint_prefix": policy.hint_prefix},

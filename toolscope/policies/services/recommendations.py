@@ -170,7 +170,8 @@ def policy_draft_apply(*, policy: Policy, selection: dict[str, Any], outputs: di
         policy.context_rules.all().delete()
         for position, rule in enumerate(selection.get("context_rules", [])):
             created = ContextRule.objects.create(policy=policy, position=position, name=rule["name"],
-                                                 keywords=rule.get("keywords") or [], regex=rule.get("regex") or "")
+                                                 keywords=rule.get("keywords") or [], regex=rule.get("regex") or "",
+                                                 after_tools=rule.get("after_tools") or [])
             created.groups.set([groups[name] for name in rule.get("groups", []) if name in groups])
         policy.compaction_rules.all().delete()
         CompactionRule.objects.bulk_create([

@@ -71,8 +71,11 @@ def _context_rule_problems(policy: Policy) -> list[PolicyProblem]:
         keywords = rule.keywords
         if not isinstance(keywords, list) or not all(isinstance(k, str) and k.strip() for k in keywords):
             problems.append(PolicyProblem(f"{field}.keywords", "must be a list of non-empty strings"))
-        elif not keywords and not rule.regex:
-            problems.append(PolicyProblem(field, "needs keywords, a regex, or both"))
+        elif not keywords and not rule.regex and not rule.after_tools:
+            problems.append(PolicyProblem(field, "needs keywords, a regex or tools called before"))
+        after = rule.after_tools
+        if not isinstance(after, list) or not all(isinstance(name, str) and name.strip() for name in after):
+            problems.append(PolicyProblem(f"{field}.after_tools", "must be a list of tool names"))
         if rule.regex and (message := regex_problem(rule.regex, flags=re.IGNORECASE)):
             problems.append(PolicyProblem(f"{field}.regex", message))
     return problems

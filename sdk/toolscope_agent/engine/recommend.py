@@ -33,9 +33,11 @@ on the sessions it was fitted on):
   once, however many sessions repeat it, so a task repeated in many sessions is one piece of
   evidence, not many. Of the accepted words, a candidate keeps those whose share of tasks using
   the tool reaches a precision on RULE_PRECISIONS: a word that fires often for a rarely used tool
-  costs its schema on every request it fires on. Rules are learnt, and sent, reading the task
-  alone or with the instruction before it (`rule_window` on RULE_WINDOWS: a follow-up such as
-  "I am USR001." continues the instruction before it), and with or without **groups keyed by the
+  costs its schema on every request it fires on. Rules are learnt from the task alone (the
+  instruction that led to the call) and sent reading it alone or with the instruction before it
+  (`rule_window` on RULE_WINDOWS: a follow-up such as "I am USR001." continues the instruction
+  before it; learning on both instructions blurs which one called for the tool), and with or
+  without **groups keyed by the
   tools already called** (item 6): a rule's `after_tools`, the earlier tools whose call
   significantly predicts the tool's first call afterwards (`call_associations`, tested the same
   way over distinct tasks: an agent that called `cd` will call `ls`). The candidates send these rules with
@@ -159,11 +161,11 @@ def candidates(catalog: Sequence[Mapping[str, Any]], fit: Sequence[ReplaySession
             f"rules + always-on {k} they miss")
     known = set(names) - {SEARCH_TOOL_NAME}
     after_calls = call_associations(fit, known=known)
-    words_found = {window: word_associations(task_examples(fit, window=window), known=known)
-                   for window in RULE_WINDOWS}
+    # Words are learnt from the instruction that led to the call; a rule window is how the rules
+    # are read: a follow-up keeps the rules of the instruction before it.
+    words_found = word_associations(task_examples(fit), known=known)
     for window, calls, precision in itertools.product(RULE_WINDOWS, (False, True), RULE_PRECISIONS):
-        tool_groups, tool_rules = request_rules([*words_found[window], *(after_calls if calls else ())],
-                                                precision=precision)
+        tool_groups, tool_rules = request_rules([*words_found, *(after_calls if calls else ())], precision=precision)
         if tool_rules:
             family = (f"request rules (precision {precision:g}" + (f", {window} tasks" if window > 1 else "")
                       + (", after calls)" if calls else ")"))

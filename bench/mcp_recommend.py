@@ -279,18 +279,19 @@ def report(project: Any) -> None:
           f"({ToolCall.objects.filter(project=project).exclude(status='ok').count()} not ok)")
     found = policy_recommendations(project=project, days=8, limit=5000)
     print(f"learnt on {found['fit']} sessions, scored on {found['held_out']}\n")
-    print("| candidate (Pareto front) | schema tokens saved | calls missed | hard misses |")
-    print("| --- | --- | --- | --- |")
+    print("| candidate (Pareto front) | schema tokens saved | net saved | hard misses | recoverable misses |")
+    print("| --- | ---: | ---: | ---: | ---: |")
     rows = {row["name"]: row for row in found["candidates"]}
-    for name in found["front"]:  # by miss rate
+    for name in found["front"]:  # by hard-miss rate
         row = rows[name]
         mark = " **(recommended)**" if name == found["recommended"] else ""
-        print(f"| {name}{mark} | {row['saved_share']:.1%} | {row['miss_rate']:.1%} | {row['hard_misses']} |")
+        print(f"| {name}{mark} | {row['saved_share']:.1%} | {row['net_saved_share']:.1%} | "
+              f"{row['hard_miss_rate']:.1%} ({row['hard_misses']}) | {row['recoverable_miss_rate']:.1%} |")
     searching = [row for row in found["candidates"] if row["selection"]["mode"] == "tool_search"]
     if searching:
-        best = min(searching, key=lambda row: (row["miss_rate"], -row["saved_share"]))
+        best = min(searching, key=lambda row: (row["hard_miss_rate"], -row["net_saved_share"]))
         print(f"\nleast-missing tool_search candidate ({best['name']}): {best['saved_share']:.1%} saved, "
-              f"{best['miss_rate']:.1%} missed ({best['hard_misses']} hard)")
+              f"{best['hard_miss_rate']:.1%} hard misses, {best['recoverable_miss_rate']:.1%} recoverable")
 
 
 if __name__ == "__main__":

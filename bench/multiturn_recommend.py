@@ -389,7 +389,7 @@ def main() -> None:
         # memory:// : tasks are queued where nothing consumes them; this script runs each service.
         os.environ.update(DATABASE_URL=database_url, TOOLSCOPE_ENV="development", LOG_LEVEL="WARNING",
                           DJANGO_SETTINGS_MODULE="toolscope.settings", CELERY_BROKER_URL="memory://localhost/",
-                          API_RATE_LIMIT_PER_MINUTE="0")
+                          API_RATE_LIMIT_PER_MINUTE="0", DEBUG="false")  # no debug cursor in the timings
         os.environ.pop("CELERY_RESULT_BACKEND", None)
         import django
 
@@ -397,7 +397,7 @@ def main() -> None:
         from django.core.management import call_command
         from django.test.utils import setup_test_environment
 
-        setup_test_environment()
+        setup_test_environment(debug=False)
         call_command("migrate", verbosity=0)
         run(args, tools, suite_of, older, newer)
 

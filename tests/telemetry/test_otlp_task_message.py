@@ -7,10 +7,13 @@ OpenInference and older indexed shapes, which genai.py reads as GenAI spans."""
 from __future__ import annotations
 
 import json
+import threading
+from http.server import ThreadingHTTPServer
 from typing import Any
 
 from toolscope.telemetry.otlp.decode import Span
 from toolscope.telemetry.otlp.genai import genai_events
+from toolscope.telemetry.otlp.openinference import as_genai
 
 FIRST = "Find why the login test fails."
 SECOND = "Now run the migrations against staging."
@@ -83,3 +86,42 @@ def test_older_indexed_spans_take_the_latest_user_message_too():
     attributes["gen_ai.prompt.3.tool_call_id"] = "call_1"
 
     assert _task(attributes) == SECOND
+
+
+def test_openinference_list_content_is_read_as_the_instrumentation_writes_it(monkeypatch):
+    """The OpenInference OpenAI instrumentation, on a real client against a fake provider on
+    127.0.0.1, writes list content as `message.contents.N.message_content.text`: the task is the
+    latest user message's text parts, and a tool message's parts are its response."""
+    import openai
+    from openinference.instrumentation.openai import OpenAIInstrumentor
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from tests.api.test_otlp import TOOLS, FakeOpenAI
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), FakeOpenAI)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    exporter = InMemorySpanExporter()
+    tracer_provider = TracerProvider()
+    tracer_provider.add_span_processor(SimpleSpanProcessor(exporter))
+    instrumentor = OpenAIInstrumentor()
+    instrumentor.instrument(tracer_provider=tracer_provider)
+    try:
+        client = openai.OpenAI(base_url=f"http://127.0.0.1:{server.server_address[1]}/v1", api_key="sk-test")
+        client.chat.completions.create(model="gpt-4o", tools=TOOLS, messages=[
+            {"role": "user", "content": [{"type": "text", "text": FIRST}]},
+            {"role": "assistant", "content": "Looking."},
+            {"role": "user", "content": [{"type": "text", "text": SECOND}, {"type": "text", "text": "Quickly."}]},
+            {"role": "assistant", "tool_calls": [{"id": "call_1", "type": "function",
+                                                  "function": {"name": "read_file", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": "call_1", "content": [{"type": "text", "text": "migrated"}]}])
+    finally:
+        instrumentor.uninstrument()
+        server.shutdown()
+    (span,) = exporter.get_finished_spans()
+    attributes = dict(span.attributes)
+    assert attributes["llm.input_messages.2.message.contents.0.message_content.text"] == SECOND
+    assert _task(attributes) == f"{SECOND}\nQuickly."
+    messages = json.loads(as_genai(_span(attributes)).attributes["gen_ai.input.messages"])
+    assert messages[4]["parts"] == [{"type": "tool_call_response", "id": "call_1", "response": "migrated"}]

@@ -40,14 +40,33 @@ def _grouped(attributes: dict[str, Any]) -> dict[str, dict[int, dict[str, Any]]]
     return groups
 
 
+_CONTENT_PART = re.compile(r"^message\.contents\.(\d+)\.message_content\.(type|text)$")
+
+
+def _texts(fields: dict[str, Any]) -> list[str]:
+    """A message's text: `message.content`, else its list of parts (`message.contents.N.
+    message_content.type/text`, what the instrumentations write for list content), in order."""
+    content = fields.get("message.content")
+    if isinstance(content, str) and content:
+        return [content]
+    parts: dict[int, dict[str, Any]] = {}
+    for key, value in fields.items():
+        match = _CONTENT_PART.match(key)
+        if match:
+            parts.setdefault(int(match.group(1)), {})[match.group(2)] = value
+    return [part["text"] for _, part in sorted(parts.items())
+            if part.get("type", "text") == "text" and isinstance(part.get("text"), str) and part["text"]]
+
+
 def _message(fields: dict[str, Any]) -> dict[str, Any]:
     role = fields.get("message.role")
     parts: list[dict[str, Any]] = []
-    content = fields.get("message.content")
+    texts = _texts(fields)
     if role == "tool":
-        parts.append({"type": "tool_call_response", "id": fields.get("message.tool_call_id"), "response": content})
-    elif isinstance(content, str) and content:
-        parts.append({"type": "text", "content": content})
+        parts.append({"type": "tool_call_response", "id": fields.get("message.tool_call_id"),
+                      "response": "\n".join(texts) if texts else fields.get("message.content")})
+    else:
+        parts.extend({"type": "text", "content": text} for text in texts)
     calls: dict[int, dict[str, Any]] = {}
     for key, value in fields.items():
         match = re.match(r"^message\.tool_calls\.(\d+)\.tool_call\.(.+)$", key)

@@ -66,6 +66,31 @@ def test_a_simulation_of_the_draft_runs_and_reads_back_hand_computed_figures(
             for row in result["session_rows"]] == [(1, 2, 1, 600, 100)] * 3
 
 
+def test_round_trips_and_net_tokens_are_in_the_result_and_on_the_page(
+        reader, recorded, django_capture_on_commit_callbacks, client):
+    """A progressive menu recovers every miss: each costs a round trip re-sending the turn's
+    context (what the policy sends, plus 2,000 tokens of history when the input is not known)."""
+    document = {"selection": {"mode": "progressive", "always_on": ["read_file"]}}
+    code, started = start(reader, {"document": document}, django_capture_on_commit_callbacks)
+    assert code == 202
+    simulation_run(simulation_id=started["id"])
+    result = reader.get(f"{URL}/{started['id']}").json()["result"]
+    sent_per_turn = result["sent_tokens"] // 3  # read_file and the menu
+    assert (result["hard_misses"], result["recoverable_misses"]) == (0, 3)
+    assert (result["hard_miss_rate"], result["recoverable_miss_rate"]) == (0.0, 0.5)
+    assert result["round_trip_tokens"] == 3 * (sent_per_turn + 2000)
+    assert result["net_saved_tokens"] == result["saved_tokens"] - result["round_trip_tokens"]
+    assert result["net_saved_share"] == result["net_saved_tokens"] / result["advertised_tokens"]
+    from tests.factories import make_user
+    from toolscope.telemetry.models import Membership
+
+    user = make_user("viewer-rt")
+    Membership.objects.create(user=user, project=recorded.project, role="viewer")
+    client.force_login(user)
+    html = client.get(f"/p/{recorded.project.slug}/policy/simulations/{started['id']}/").content.decode()
+    assert f'data-round-trip-tokens>{result["round_trip_tokens"]:,}<' in html and "data-net-saved" in html
+
+
 def test_the_same_document_and_selection_reopen_the_same_simulation(
         reader, recorded, django_capture_on_commit_callbacks):
     body = {"draft": True, "start": "2026-01-01T00:00:00Z", "end": "2099-01-01T00:00:00Z"}

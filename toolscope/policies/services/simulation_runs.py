@@ -145,6 +145,7 @@ class _Summary:
     sent: int = 0
     hard: int = 0
     recoverable: int = 0
+    round_trip_tokens: int = 0
     duplicates_saved: int = 0
     compaction_saved: int = 0
     tools: dict[str, dict[str, int]] = field(default_factory=dict)
@@ -161,6 +162,7 @@ class _Summary:
         self.sent += replayed.sent_tokens
         self.hard += replayed.hard_misses
         self.recoverable += replayed.recoverable_misses
+        self.round_trip_tokens += replayed.round_trip_tokens
         self.duplicates_saved += replayed.duplicate_tokens_saved
         self.compaction_saved += replayed.compaction_tokens_saved
         for name, figures in replayed.tools.items():
@@ -201,6 +203,12 @@ class _Summary:
             "saved_share": (self.advertised - self.sent) / self.advertised if self.advertised else 0.0,
             "misses": misses, "hard_misses": self.hard, "recoverable_misses": self.recoverable,
             "miss_rate": misses / self.calls if self.calls else 0.0, "recovery_round_trips": self.recoverable,
+            "hard_miss_rate": self.hard / self.calls if self.calls else 0.0,
+            "recoverable_miss_rate": self.recoverable / self.calls if self.calls else 0.0,
+            "round_trip_tokens": self.round_trip_tokens,
+            "net_saved_tokens": self.advertised - self.sent - self.round_trip_tokens,
+            "net_saved_share": ((self.advertised - self.sent - self.round_trip_tokens) / self.advertised
+                                if self.advertised else 0.0),
             "duplicate_tokens_saved": self.duplicates_saved, "compaction_tokens_saved": self.compaction_saved,
             "tools": dict(sorted(self.tools.items())), "days": dict(sorted(self.days.items())),
             "miss_list": self.misses, "miss_list_truncated": misses > len(self.misses),

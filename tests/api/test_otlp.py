@@ -137,6 +137,9 @@ def test_the_sdks_exporter_sends_genai_spans_that_become_a_session_turns_and_cal
     turns = list(Turn.objects.filter(session=session).order_by("index"))
     assert [(turn.index, turn.input_tokens, turn.output_tokens) for turn in turns] == [(0, 120, 15), (1, 120, 15)]
     assert turns[0].task_message == "What is in README.md?" and turns[0].system_prompt_tokens > 0
+    # The second request only brings the tool's result: no new words, though it works on the same task.
+    assert turns[1].task_message == turns[0].task_message
+    assert (turns[0].new_message_tokens > 0, turns[1].new_message_tokens) == (True, 0)
     call = ToolCall.objects.get(session=session)
     assert (call.tool_name, call.turn_index, call.call_id, call.status) == ("read_file", 0, "call_1", "ok")
     assert (call.arguments, call.output) == ({"path": "README.md"}, "hello")

@@ -125,3 +125,19 @@ def test_openinference_list_content_is_read_as_the_instrumentation_writes_it(mon
     assert _task(attributes) == f"{SECOND}\nQuickly."
     messages = json.loads(as_genai(_span(attributes)).attributes["gen_ai.input.messages"])
     assert messages[4]["parts"] == [{"type": "tool_call_response", "id": "call_1", "response": "migrated"}]
+
+
+def test_the_new_messages_are_the_users_words_after_the_models_last_answer():
+    def turn(history):
+        (event,) = [e for e in genai_events([_span({"gen_ai.operation.name": "chat",
+                                                    "gen_ai.input.messages": json.dumps(history)})])
+                    if e["type"] == "turn"]
+        return event
+
+    first = [_text("system", "You are a coding agent."), _text("user", FIRST)]
+    assert turn(first)["messages"] == [{"role": "user", "content": FIRST}]
+    results = [*first, _call("call_1"),
+               {"role": "user", "parts": [{"type": "tool_call_response", "id": "call_1", "response": "ok"}]}]
+    assert turn(results)["messages"] == [] and turn(results)["task_message"] == FIRST
+    assert turn([*results, _text("assistant", "Done."), _text("user", SECOND)])["messages"] == [
+        {"role": "user", "content": SECOND}]

@@ -160,6 +160,11 @@ def _turn(span: Span, session: str) -> tuple[dict[str, Any], list[dict[str, Any]
                      if message.get("role") == "user" and (text := _text(message))), None)
         if task:
             turn["task_message"] = task
+        # New at this request: the user's words after the model's last answer (a request that only
+        # brings tool results brings none), as a transcript's turn lists them; not the task again.
+        last_answer = max((i for i, message in enumerate(history) if message.get("role") == "assistant"), default=-1)
+        turn["messages"] = [{"role": "user", "content": text} for message in history[last_answer + 1:]
+                            if message.get("role") == "user" and (text := _text(message))]
         system = "\n".join(_text(message) for message in history if message.get("role") == "system")
         instructions = attributes.get("gen_ai.system_instructions")
         if isinstance(instructions, str):

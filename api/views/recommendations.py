@@ -39,8 +39,8 @@ class RecommendationInput(serializers.Serializer):
     agent_name = StrictCharField(required=False, allow_blank=True, max_length=200, help_text="Blank: any agent.")
     model = StrictCharField(required=False, allow_blank=True, max_length=200, help_text="Blank: any model.")
     limit = StrictIntegerField(required=False, min_value=MIN_LIMIT, max_value=MAX_LIMIT, default=DEFAULT_LIMIT,
-                               help_text="The newest this many sessions: the older half learns the candidates, "
-                               "the newer half scores them.")
+                               help_text="The newest this many sessions: those of the older tasks learn the "
+                               "candidates, those of the newer tasks score them.")
     retry = StrictBooleanField(required=False, default=False, help_text="Start a failed run afresh; "
                                "otherwise it is reopened as it is.")
 
@@ -118,10 +118,12 @@ class RecommendationOutput(serializers.Serializer):
 
 def candidate_figures(row: dict[str, Any]) -> dict[str, Any]:
     """A candidate's figures, with those a run made before issue 25, item 2 lacks (no round
-    trips priced: every miss counted hard), as the dashboard shows them."""
+    trips priced: every miss counted hard; no family: its name; not refit), as the dashboard
+    shows them."""
     return {"hard_miss_rate": row["miss_rate"], "recoverable_misses": 0, "recoverable_miss_rate": 0.0,
             "schema_tokens_saved": row.get("saved_tokens", 0), "round_trip_tokens": 0,
-            "net_saved_tokens": row.get("saved_tokens", 0), "net_saved_share": row["saved_share"], **row}
+            "net_saved_tokens": row.get("saved_tokens", 0), "net_saved_share": row["saved_share"],
+            "family": row["name"], "refit": False, **row}
 
 
 @extend_schema_field({"oneOf": [{"type": "string", "minLength": 1, "maxLength": 200},
@@ -168,8 +170,9 @@ class RecommendationsView(APIView):
 
     @extend_schema(
         summary="Recommend policies from recorded sessions",
-        description="Learns candidate policies on the older half of the newest `limit` sessions of the range "
-        "(of `agent_name` and `model` when given) and scores them on the newer half, in a worker, as the "
+        description="Learns candidate policies on the older tasks of the newest `limit` sessions of the range "
+        "(of `agent_name` and `model` when given; split by task, each session's first instruction) and scores "
+        "them on the newer tasks' sessions, in a worker, as the "
         "dashboard's Recommend does. The same request, while no new session has arrived, reopens the same "
         "run (200), pending, running, done or failed (unless `retry`); a new one is queued (202) behind the "
         "project's other runs. Poll its URL.",

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from toolscope_agent.engine.render import selection_cost
-from toolscope_agent.engine.selection import SessionState, select_tools
+from toolscope_agent.engine.selection import SessionState, search_tool_added, select_tools
 from toolscope_agent.engine.tokens import tool_tokens
 
 from toolscope.policies.models import Policy, PolicyAuditEntry, PolicyLabel, PolicyVersion, Simulation, Tool
@@ -161,10 +161,12 @@ class MessageTest:
 
 def draft_message_test(*, project: Project, policy: Policy | None, message: str) -> MessageTest:
     """select_tools on the project's catalog under the draft, with an empty session state, priced
-    against sending every allowed tool: the draft document's queries plus one for the catalog."""
+    against sending every allowed tool: the draft document's queries plus one for the catalog. A
+    draft that searches gets toolscope's `tool_search` when the catalog has none, as
+    /policy/resolve and the SDK send it."""
     document = policy_document_build(policy=policy) if policy is not None else NO_POLICY
     catalog = tool_catalog(project=project)
-    selection = select_tools(catalog, document, SessionState(), message)
+    selection = select_tools(search_tool_added(catalog, document), document, SessionState(), message)
     allowed = document["selection"].get("allowed")
     everything = select_tools(catalog, {"selection": {"mode": "all", "allowed": allowed}}, SessionState(), "")
     count = counter(project.encoding)

@@ -180,3 +180,15 @@ def test_the_answers_are_the_documented_ones(client, reader, admin, recorded, dj
     assert_documented(schema, "/api/v1/recommendations/{recommendation_id}/apply", "post",
                       admin.post(f"{run}/apply", {"candidate": 0}, format="json"))
     assert_documented(schema, "/api/v1/recommendations", "post", reader.post(URL, {"limit": 1}, format="json"))
+
+
+def test_a_run_stored_before_families_and_refits_still_reads(reader, recorded, django_capture_on_commit_callbacks):
+    done = computed(reader, django_capture_on_commit_callbacks)
+    run = Recommendation.objects.get(pk=done["id"])
+    for row in run.result["candidates"]:
+        del row["family"], row["refit"]
+    run.save(update_fields=["result"])
+    response = reader.get(f"{URL}/{done['id']}")
+    assert response.status_code == 200
+    rows = response.json()["result"]["candidates"]
+    assert all(row["family"] == row["name"] and row["refit"] is False for row in rows)

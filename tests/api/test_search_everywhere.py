@@ -113,7 +113,7 @@ def test_rules_with_a_search_always_on_resolve_as_the_recommendation_scored_them
     from toolscope.policies.services.recommendations import policy_draft_apply
 
     catalog_upsert(project=project, definitions=CATALOG)
-    policy = Policy.objects.create(project=project)
+    policy = Policy.objects.create(project=project, search_learned=True, search_ranker="fuzzy-1")
     selection = {"mode": "context_rules", "always_on": [SEARCH_TOOL_NAME], "sticky_discovered": True,
                  "groups": {"tool-get_current_time": ["get_current_time"]}, "rule_window": 2,
                  "context_rules": [{"name": "learnt: get_current_time", "keywords": ["time"], "regex": None,
@@ -122,6 +122,8 @@ def test_rules_with_a_search_always_on_resolve_as_the_recommendation_scored_them
     policy_draft_apply(policy=policy, selection=selection, outputs={}, user=None)
     policy.refresh_from_db()
     assert (policy.search_always_on, policy.rule_window, policy.search_top_k) == (True, 2, 20)
+    # It searches as it was scored: its ranker, no learned history.
+    assert (policy.search_ranker, policy.search_learned, policy.search_semantic) == ("bm25f-2", False, False)
     policy_publish(policy=policy, user=make_user("publisher"), comment="recommended")
     document = reader.get("/api/v1/policy?label=production").json()
     assert document["selection"]["always_on"] == [SEARCH_TOOL_NAME] and document["selection"]["rule_window"] == 2

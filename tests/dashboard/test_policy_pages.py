@@ -300,6 +300,15 @@ def test_a_message_gets_the_tools_of_the_rules_it_matches(viewer_client, policy,
     assert 0 < result.tokens < result.all_tokens
 
 
+def test_a_draft_with_search_always_on_is_tested_with_toolscopes_search_tool(viewer_client, policy, tools):
+    tools["tool_search"].delete()  # the catalog has no search tool of its own
+    Policy.objects.filter(pk=policy.pk).update(mode=SelectionMode.CONTEXT_RULES, search_always_on=True)
+    result = viewer_client.get(_url(policy.project, "policy_test"), {"message": "hello"}).context["result"]
+    assert {tool.name: tool.reason for tool in result.tools} == {
+        "bash": "always_on", "read_file": "always_on", "tool_search": "always_on"}
+    assert result.tokens == sum(tool.tokens for tool in result.tools)
+
+
 def test_a_message_under_mode_all_gets_every_tool(viewer_client, policy, tools):
     result = viewer_client.get(_url(policy.project, "policy_test"), {"message": "hello"}).context["result"]
     assert len(result.tools) == len(tools)

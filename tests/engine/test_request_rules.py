@@ -254,3 +254,40 @@ def test_candidates_learn_rules_with_and_without_tools_called_before():
                               for c in with_calls)
     assert not any(rule.get("after_tools") for family, c in found.items() if "request rules" in family
                    and "after calls" not in family for rule in c.selection["context_rules"])
+
+
+def test_on_words_and_tools_drawn_independently_nothing_is_significant():
+    """Benjamini-Hochberg counts every word with every tool: pairs never seen together are tests
+    too, so chance co-occurrences of rare words and rare tools are not rules."""
+    import random
+
+    rng = random.Random(3)
+    vocabulary = [f"w{n}" for n in range(2000)]
+    tools = [f"t{n}" for n in range(300)]
+    sessions = [conversation(f"x{n}", (" ".join(rng.sample(vocabulary, 8)), rng.sample(tools, 2)))
+                for n in range(600)]
+    assert word_associations(task_examples(sessions)) == []
+
+
+def test_each_task_message_is_matched_on_its_own_in_a_window():
+    policy = {"selection": {"mode": "context_rules", "rule_window": 2,
+                            "groups": {"deploy": ["book_flight"], "ny": ["get_weather"]},
+                            "context_rules": [{"name": "deploy", "regex": "^/deploy", "groups": ["deploy"]},
+                                              {"name": "ny", "keywords": ["new york"], "groups": ["ny"]}]}}
+    state = SessionState()
+    state.note_task("Look at what is new")
+    # The anchored regex still matches the task's start; "new" + "York" across two messages is no phrase.
+    assert select_tools(CATALOG, policy, state, "/deploy staging").names == ["book_flight"]
+    assert select_tools(CATALOG, policy, state, "York is next").names == []
+    state.note_task("/deploy staging")
+    assert select_tools(CATALOG, policy, state, "I am USR001.").names == ["book_flight"]  # the one before
+
+
+def test_a_tool_called_in_the_same_request_does_not_key_a_rule():
+    from toolscope_agent.engine.recommend import call_associations
+
+    same = [ReplaySession(f"s{n}", [RecordedTurn(message=f"task {n}", advertised=NAMES,
+                                                 calls=[RecordedCall("cd"), RecordedCall("read_file")])])
+            for n in range(12)] + [conversation(f"o{n}", (f"other {n}", ["post_tweet"])) for n in range(12)]
+    assert call_associations(same) == []
+    assert call_associations(navigations(24))  # in the requests after: keyed

@@ -148,3 +148,24 @@ def test_a_client_on_the_stateless_protocol_is_told_of_loads_and_asked_for_appro
     assert protocol == "2026-07-28" and before == ["tool_search"] and "git_create_branch" in after
     assert not created.is_error and "from-modern" in created.content[0].text
     assert len(asked) == 1 and "git_create_branch" in asked[0]
+
+
+def test_a_call_that_a_rule_is_keyed_by_sends_list_changed_and_lists_the_rules_tools(tmp_path):
+    """A context rule with `after_tools` (issue 25, item 6): once the agent called git_status
+    through the gateway, the rule's group is listed, and the client is told its tools changed."""
+    policy = {"selection": {"mode": "context_rules", "always_on": ["git_status"],
+                            "groups": {"history": ["git_log", "git_show"]},
+                            "context_rules": [{"name": "after status", "keywords": [], "after_tools": ["git_status"],
+                                               "groups": ["history"]}]}}
+
+    async def script(session: ClientSession, changed: list[str], repository: str) -> tuple[Any, ...]:
+        before = names(await session.list_tools())
+        status = await session.call_tool("git_status", {"repo_path": repository})
+        with anyio.fail_after(10):
+            while not changed:
+                await anyio.sleep(0.05)
+        return before, status, names(await session.list_tools()), list(changed)
+
+    before, status, after, changed = run_with(tmp_path, policy, script)
+    assert before == ["git_status"] and not status.is_error
+    assert sorted(after) == ["git_log", "git_show", "git_status"] and changed == ["notifications/tools/list_changed"]

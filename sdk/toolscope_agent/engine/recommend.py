@@ -26,10 +26,11 @@ on the sessions it was fitted on):
 - **per-request rules** (issue 25, item 3): rules learnt from each request's task (the latest
   user instruction before it) against the tools first called while it was the task, one rule per
   tool, its keywords the task words significantly associated with that tool. Statistics, not
-  thresholds: every (word, tool) pair seen together is tested with the one-sided Fisher exact
-  test (the hypergeometric tail: how likely that many of the word's tasks used the tool by
+  thresholds: every (word, tool) pair is tested with the one-sided Fisher exact test (the
+  hypergeometric tail from scipy.stats: how likely that many of the word's tasks used the tool by
   chance), and the pairs kept are those the Benjamini-Hochberg procedure accepts at a false
-  discovery rate of FDR_ALPHA over all the tests (scipy.stats). Each distinct task text counts
+  discovery rate of FDR_ALPHA over all of them, every word with every tool (a pair never seen
+  together counts as a test with p = 1). Each distinct task text (case and spacing folded) counts
   once, however many sessions repeat it, so a task repeated in many sessions is one piece of
   evidence, not many. Of the accepted words, a candidate keeps those whose share of tasks using
   the tool reaches a precision on RULE_PRECISIONS: a word that fires often for a rarely used tool
@@ -312,7 +313,7 @@ def task_examples(sessions: Sequence[ReplaySession], *, window: int = 1) -> list
             task = turn.message or task
             text = "\n".join([*state.earlier_tasks(task, window - 1), task]) if window > 1 else task
             state.note_task(task)
-            found = targets.setdefault(text, set())
+            found = targets.setdefault(" ".join(text.split()), set())
             for call in turn.calls:
                 if call.name not in called:
                     called.add(call.name)
@@ -338,12 +339,14 @@ class Association:
 
 
 def _significant(together: Counter[tuple[str, str]], with_feature: Counter[str], with_tool: Counter[str],
-                 population: int, kind: str, alpha: float) -> list[Association]:
-    """The (feature, tool) pairs of `together` that Benjamini-Hochberg accepts at `alpha`, each
-    tested with the one-sided Fisher exact test: P(X >= hits) for X hypergeometric, the feature's
-    tasks drawn from `population` tasks of which the tool's are successes."""
+                 population: int, kind: str, alpha: float, tests: int) -> list[Association]:
+    """The (feature, tool) pairs of `together` that Benjamini-Hochberg accepts at `alpha` over
+    `tests` hypotheses (every feature with every tool: a pair never seen together is a test too,
+    its p-value 1), each tested with the one-sided Fisher exact test: P(X >= hits) for X
+    hypergeometric, the feature's tasks drawn from `population` tasks of which the tool's are
+    successes."""
     import numpy as np  # the server's and the `recommend` extra's: agents never learn rules
-    from scipy.stats import false_discovery_control, hypergeom  # type: ignore[import-untyped]
+    from scipy.stats import hypergeom  # type: ignore[import-untyped]
 
     if not together:
         return []
@@ -352,7 +355,14 @@ def _significant(together: Counter[tuple[str, str]], with_feature: Counter[str],
     tasks = np.array([with_feature[feature] for feature, _ in pairs])
     used = np.array([with_tool[tool] for _, tool in pairs])
     p_values = hypergeom.sf(hits - 1, population, used, tasks)
-    accepted = false_discovery_control(p_values, method="bh") <= alpha
+    # Benjamini-Hochberg step-up over all `tests`: the pairs not listed have p = 1 and rank last,
+    # so they never lower a listed pair's threshold (k / tests * alpha for the k-th smallest).
+    order = np.argsort(p_values, kind="stable")
+    ranks = np.arange(1, len(order) + 1)
+    below = p_values[order] <= ranks / max(tests, len(order)) * alpha
+    cut = int(ranks[below].max()) if below.any() else 0
+    accepted = np.zeros(len(order), dtype=bool)
+    accepted[order[:cut]] = True
     return [Association(tool, feature, int(n), int(k), kind) for (feature, tool), n, k, ok
             in zip(pairs, tasks, hits, accepted, strict=True) if ok]
 
@@ -360,8 +370,8 @@ def _significant(together: Counter[tuple[str, str]], with_feature: Counter[str],
 def word_associations(examples: Sequence[TaskExample], *, known: set[str] | None = None,
                       alpha: float = FDR_ALPHA) -> list[Association]:
     """The (word, tool) pairs whose co-occurrence in `examples` is significant (`_significant`:
-    one test per pair seen together, Benjamini-Hochberg over all of them). Only tools in `known`
-    (when given) are targets."""
+    one test per word and tool, Benjamini-Hochberg over all of them). Only tools in `known` (when
+    given) are targets."""
     with_word: Counter[str] = Counter()
     with_tool: Counter[str] = Counter()
     together: Counter[tuple[str, str]] = Counter()
@@ -370,7 +380,8 @@ def word_associations(examples: Sequence[TaskExample], *, known: set[str] | None
         with_word.update(example.words)
         with_tool.update(tools)
         together.update((word, tool) for word in example.words for tool in tools)
-    return _significant(together, with_word, with_tool, len(examples), "word", alpha)
+    return _significant(together, with_word, with_tool, len(examples), "word", alpha,
+                        tests=len(with_word) * len(with_tool))
 
 
 def call_associations(sessions: Sequence[ReplaySession], *, known: set[str] | None = None,
@@ -388,12 +399,18 @@ def call_associations(sessions: Sequence[ReplaySession], *, known: set[str] | No
         if task in seen:
             continue
         seen.add(task)
-        order = list(dict.fromkeys(call.name for turn in session.turns for call in turn.calls
-                                   if known is None or call.name in known))
-        with_earlier.update(order)
-        with_tool.update(order)
-        together.update((earlier, later) for position, later in enumerate(order) for earlier in order[:position])
-    return _significant(together, with_earlier, with_tool, len(seen), "after", alpha)
+        first_turn: dict[str, int] = {}
+        for index, turn in enumerate(session.turns):
+            for call in turn.calls:
+                if known is None or call.name in known:
+                    first_turn.setdefault(call.name, index)
+        with_earlier.update(first_turn.keys())
+        with_tool.update(first_turn.keys())
+        # Only a call of an earlier request can key a rule: selection happens before a request's calls.
+        together.update((earlier, later) for later, at in first_turn.items()
+                        for earlier, before in first_turn.items() if before < at)
+    return _significant(together, with_earlier, with_tool, len(seen), "after", alpha,
+                        tests=len(with_earlier) * max(0, len(with_tool) - 1))
 
 
 def request_rules(associations: Sequence[Association], *, precision: float,

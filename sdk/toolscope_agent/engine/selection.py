@@ -326,10 +326,21 @@ class _RuleIndex:
     words: Mapping[str, tuple[int, ...]]
     alone: frozenset[int]
     ascii: bool  # every keyword is ASCII
-    by_length: Mapping[int, tuple[tuple[re.Pattern[str], tuple[int, ...]], ...]]
-    """Each keyword as written, compiled alone, by length: re's case-insensitive match pairs
-    characters one to one, and outside ASCII one text can match keywords that `lower` tells
-    apart (dotted I, long s, the Kelvin sign), so there each match is checked against every keyword of its length."""
+    written: Mapping[str, tuple[int, ...]]
+    """Each keyword as written: re's case-insensitive match pairs characters one to one, and
+    outside ASCII one text can match keywords that `lower` tells apart (dotted I, long s, the
+    Kelvin sign), so there each match is checked against every keyword of its length (compiled
+    on the first message that needs it)."""
+    _by_length: dict[int, tuple[tuple[re.Pattern[str], tuple[int, ...]], ...]] = field(
+        default_factory=dict, compare=False, repr=False)
+
+    def _of_length(self, length: int) -> tuple[tuple[re.Pattern[str], tuple[int, ...]], ...]:
+        found = self._by_length.get(length)
+        if found is None:
+            found = tuple((re.compile(re.escape(word), re.IGNORECASE), positions)
+                          for word, positions in self.written.items() if len(word) == length)
+            self._by_length[length] = found
+        return found
 
     def matching(self, message: str) -> set[int]:
         """The positions of the rules whose one-word keywords occur in `message` as whole words."""
@@ -347,7 +358,7 @@ class _RuleIndex:
             return found
         for match in self.pattern.finditer(message):
             text = match.group(0)
-            for keyword, positions in self.by_length.get(len(text), ()):
+            for keyword, positions in self._of_length(len(text)):
                 if keyword.fullmatch(text):
                     found.update(positions)
         return found
@@ -383,13 +394,12 @@ def _rule_index(rules: list[Any]) -> _RuleIndex | None:
         words.setdefault(word.lower(), []).extend(positions)
     alternatives = "|".join(re.escape(word) for word in sorted(written))
     pattern = _compiled(r"(?<!\w)(?:" + alternatives + r")(?!\w)") if written else None
-    by_length: dict[int, list[tuple[re.Pattern[str], tuple[int, ...]]]] = {}
-    for word, positions in written.items():
-        by_length.setdefault(len(word), []).append((re.compile(re.escape(word), re.IGNORECASE), tuple(positions)))
     index = _RuleIndex(pattern, {word: tuple(positions) for word, positions in words.items()}, frozenset(alone),
                        all(word.isascii() for word in written),
-                       {length: tuple(entries) for length, entries in by_length.items()})
-    return _RULE_INDEX_CACHE.add(key, index, _pattern_bytes(tuple(words)))
+                       {word: tuple(positions) for word, positions in written.items()})
+    # The alternation's compiled program, the two maps, and the keyword patterns a non-ASCII
+    # message compiles: about three times a single keyword pattern's estimate.
+    return _RULE_INDEX_CACHE.add(key, index, 3 * _pattern_bytes(tuple(written)) + 100 * len(written))
 
 
 def _rule_matches(rule: Mapping[str, Any], message: str) -> bool:
@@ -477,23 +487,23 @@ def _wanted(settings: SelectionSettings, state: SessionState, message: str) -> d
     if settings.mode == "all":
         return wanted
     if settings.mode == "context_rules" and (message or state.discovered):
-        text = message
-        if message and settings.rule_window > 1:
-            text = "\n".join([*state.earlier_tasks(message, settings.rule_window - 1), message])
+        # Each task message is matched on its own (a `^` anchors at its start, and no phrase spans two).
+        texts = [*state.earlier_tasks(message, settings.rule_window - 1), message] if message else []
         index = settings.index
-        matched = index.matching(text) if index is not None and text else set()
+        matched: set[int] = set()
+        if index is not None:
+            for text in texts:
+                matched |= index.matching(text)
         called = frozenset(state.discovered)
         for position, rule in enumerate(settings.rules):
             if not isinstance(rule, Mapping):
                 continue
-            if not text:
-                hit = False
-            elif index is None or position in index.alone:
-                hit = _rule_matches(rule, text)
+            if index is None or position in index.alone:
+                hit = any(_rule_matches(rule, text) for text in texts)
             else:
                 regex = rule.get("regex")
                 hit = position in matched or (isinstance(regex, str) and bool(regex)
-                                               and rule_regex_matches(regex, text))
+                                               and any(rule_regex_matches(regex, text) for text in texts))
             if not hit and called:
                 after = rule.get("after_tools")
                 hit = isinstance(after, list | tuple) and any(isinstance(name, str) and name in called
@@ -553,8 +563,8 @@ def candidates(catalog: Sequence[Mapping[str, Any]], allowed: frozenset[str] | N
 
 def policy_searches(policy: Mapping[str, Any]) -> bool:
     """Whether `policy` sends a search tool: `tool_search` mode, or `tool_search` always on."""
-    settings = policy_settings(policy)
-    return settings.mode == "tool_search" or SEARCH_TOOL_NAME in settings.always_on
+    section = _section(policy if isinstance(policy, Mapping) else {})
+    return section.get("mode") == "tool_search" or SEARCH_TOOL_NAME in _list(section.get("always_on"))
 
 
 def search_tool_added(catalog: Sequence[Mapping[str, Any]], policy: Mapping[str, Any], *,

@@ -355,9 +355,12 @@ class Gateway:
             prepared = state.selector.prepare_output(name, call_id, text)
             if prepared != text:
                 result = _replaced(result, prepared, keep_structured="outputSchema" in route.tool)
+        listed = None if missed else state.selector.select("").names
         state.selector.observe("", [{"name": name, "arguments": arguments}])
         self._record(state, name, arguments, text, "error" if result.is_error else "ok", duration, approval, call_id)
-        if missed:  # sticky or activated from now on: its schema joins the list
+        # A missed tool is sticky or activated from now on: its schema joins the list. A call of a
+        # listed tool can change the list too: a context rule keyed by it (`after_tools`) now matches.
+        if missed or state.selector.select("").names != listed:
             await self._notify(state)
         return result
 

@@ -34,6 +34,7 @@ from toolscope_agent.engine.recommend import (
     refitted,
 )
 from toolscope_agent.engine.render import SEARCH_TOOL_NAME
+from toolscope_agent.engine.search import RANKERS
 
 from toolscope.policies.models import (
     CompactionRule,
@@ -141,7 +142,8 @@ def policy_recommendations(*, project: Project, days: int = 14, limit: int = 200
 def policy_draft_apply(*, policy: Policy, selection: dict[str, Any], outputs: dict[str, Any],
                        user: AbstractBaseUser | None) -> PolicyAuditEntry | None:
     """Replace the draft's mode, always-on set, groups, context rules, rule window and output
-    rules with these, and, for a candidate that searches, its search's top_k."""
+    rules with these, and, for a candidate that searches, its search as it was scored: its top_k
+    and ranker, no learned history, no semantic fusion."""
     before = policy_document_build(policy=policy)
     tools = {tool.name: tool for tool in Tool.objects.filter(project=policy.project).order_by("name", "-pk")}
     with transaction.atomic():
@@ -155,9 +157,14 @@ def policy_draft_apply(*, policy: Policy, selection: dict[str, Any], outputs: di
         searches = selection.get("mode") == "tool_search" or SEARCH_TOOL_NAME in selection.get("always_on", [])
         top_k = search.get("top_k") if isinstance(search, dict) else None
         if searches and isinstance(top_k, int) and 1 <= top_k <= 20:
-            # the candidate was scored searching this many: the draft searches as it was scored
+            # The candidate was scored searching this many, with its ranker and no learned history
+            # or semantic fusion: the draft searches as it was scored.
             policy.search_top_k = top_k
             policy.search_max_top_k = max(policy.search_max_top_k, top_k)
+            ranker = search.get("ranker") if isinstance(search, dict) else None
+            if isinstance(ranker, str) and ranker in RANKERS:
+                policy.search_ranker = ranker
+            policy.search_learned = policy.search_semantic = False
         policy.suppress_duplicates = bool(outputs.get("duplicates", {}).get("suppress", True))
         policy.updated_by = user if user is not None and user.is_authenticated else None
         policy.save()

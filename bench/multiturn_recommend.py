@@ -15,7 +15,8 @@ newer sessions). In-process, on a scratch PostgreSQL database (bench/_stack.py),
    the draft as the `production` label;
 5. replays every request of every newer session through `POST /api/v1/policy/resolve`, and, for a
    call whose tool was not sent while `tool_search` was, `POST /api/v1/tools/search`: a call is a
-   hit (its tool was sent), a recoverable miss (the search finds it) or a hard miss;
+   hit (its tool was sent), a recoverable miss (the search finds it, or a progressive policy's
+   menu lists it: the agent asks for it with a `$name` hint) or a hard miss;
 6. runs toolscope's own simulation of the published policy on the newer range
    (`POST /api/v1/simulations`) and prints its figures next to the replay's, and a simulation of
    the candidate's `selection` and `outputs` as the recommendation answers them (an uploaded
@@ -70,6 +71,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import time
 from collections import Counter
@@ -241,6 +243,9 @@ def simulation(client: Any, start: datetime, end: datetime, document: dict[str, 
     return run
 
 
+MENU_LINE = re.compile(r"^[-*]\s*([A-Za-z0-9_.-]+)", re.MULTILINE)  # a progressive menu's "- name: ..." lines
+
+
 def replay(client: Any, newer: list[Any], top_k: int) -> dict[str, Any]:
     """Every request of every newer session through /policy/resolve (and /tools/search on a miss),
     as an agent applying the production policy does."""
@@ -265,11 +270,17 @@ def replay(client: Any, newer: list[Any], top_k: int) -> dict[str, Any]:
             figures["all"] += answer["tokens"]["all"]
             figures["sent_tools"] += len(names)
             observed: list[dict[str, Any]] = []
+            hint = ""
             if called is not None:
                 figures["calls"] += 1
                 category["calls"] += 1
                 if called in names:
                     figures["hits"] += 1
+                elif answer.get("menu") and called in MENU_LINE.findall(answer["menu"]):
+                    # Progressive mode: the tool is on the menu; the agent asks for it with a hint.
+                    figures["recoverable"] += 1
+                    category["recoverable"] += 1
+                    hint = f"${called}"
                 elif SEARCH_TOOL_NAME in names and task.strip() and called in search(client, task, top_k, figures):
                     figures["recoverable"] += 1
                     category["recoverable"] += 1
@@ -280,7 +291,7 @@ def replay(client: Any, newer: list[Any], top_k: int) -> dict[str, Any]:
                     figures["hard_tools"][called] += 1
                 observed.append({"name": called})
             session = SessionState.from_dict(answer["state"])
-            session.observe("", observed)
+            session.observe(hint, observed)
             state = session.to_dict()
     return figures
 

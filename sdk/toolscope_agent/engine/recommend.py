@@ -29,8 +29,9 @@ on the sessions it was fitted on):
   thresholds: every (word, tool) pair is tested with the one-sided Fisher exact test (the
   hypergeometric tail from scipy.stats: how likely that many of the word's tasks used the tool by
   chance), and the pairs kept are those the Benjamini-Hochberg procedure accepts at a false
-  discovery rate of FDR_ALPHA over all of them, every word with every tool (a pair never seen
-  together counts as a test with p = 1). Each distinct task text (case and spacing folded) counts
+  discovery rate on FDR_ALPHAS (5%, and a looser 50% whose extra words the held-out tasks judge)
+  over all of them, every word with every tool (a pair never seen together counts as a test with
+  p = 1). Each distinct task text (case and spacing folded) counts
   once, however many sessions repeat it, so a task repeated in many sessions is one piece of
   evidence, not many. Of the accepted words, a candidate keeps those whose share of tasks using
   the tool reaches a precision on RULE_PRECISIONS: a word that fires often for a rarely used tool
@@ -43,7 +44,7 @@ on the sessions it was fitted on):
   significantly predicts the tool's first call afterwards (`call_associations`, tested the same
   way over distinct tasks: an agent that called `cd` will call `ls`). The candidates send these rules with
   toolscope's `tool_search` always on (context_rules mode; top_k on SEARCH_TOP_KS) so what the
-  rules miss can still be found, and without it;
+  rules miss can still be found, or, when the catalog has no search, alone;
 - **progressive menus** (issue 25, item 6): the always-on sets of PROGRESSIVE_K in progressive
   mode: every other tool is on the menu, so no miss is hard, and each costs a round trip; the
   menu is priced every request (`evaluate`'s `menu_tokens`);
@@ -95,7 +96,8 @@ COMPACT_TO = 2000
 MISS_BUDGET = 0.02
 LARGE_CATALOG = 30
 FDR_ALPHA = 0.05
-RULE_PRECISIONS = (0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.45)  # about x1.5 apart
+FDR_ALPHAS = (FDR_ALPHA, 0.5)
+RULE_PRECISIONS = (0.05, 0.1, 0.2, 0.3, 0.45)
 RULE_WINDOWS = (1, 2)
 SEARCH_TOP_KS = (20,)
 MIN_SPLIT_SHARE = 0.25
@@ -161,18 +163,24 @@ def candidates(catalog: Sequence[Mapping[str, Any]], fit: Sequence[ReplaySession
         add(f"{len(kept)} rules + always-on {k} they miss", _selection("context_rules", weak[:k], needed, kept),
             f"rules + always-on {k} they miss")
     known = set(names) - {SEARCH_TOOL_NAME}
-    after_calls = call_associations(fit, known=known)
+    searching = SEARCH_TOOL_NAME in names
     # Words are learnt from the instruction that led to the call; a rule window is how the rules
-    # are read: a follow-up keeps the rules of the instruction before it.
-    words_found = word_associations(task_examples(fit), known=known)
-    for window, calls, precision in itertools.product(RULE_WINDOWS, (False, True), RULE_PRECISIONS):
+    # are read: a follow-up keeps the rules of the instruction before it. The false discovery
+    # rate is a setting like the precision: the held-out tasks tell whether looser rules generalise.
+    examples = task_examples(fit)
+    learnt = {alpha: (word_associations(examples, known=known, alpha=alpha),
+                      call_associations(fit, known=known, alpha=alpha)) for alpha in FDR_ALPHAS}
+    for alpha, window, calls, precision in itertools.product(FDR_ALPHAS, RULE_WINDOWS, (False, True),
+                                                             RULE_PRECISIONS):
+        words_found, after_calls = learnt[alpha]
         tool_groups, tool_rules = request_rules([*words_found, *(after_calls if calls else ())], precision=precision)
         if tool_rules:
             family = (f"request rules (precision {precision:g}" + (f", {window} tasks" if window > 1 else "")
-                      + (", after calls)" if calls else ")"))
+                      + (", after calls" if calls else "") + (f", FDR {alpha:g})" if alpha != FDR_ALPHA else ")"))
             label = f"{len(tool_rules)} {family}"
-            add(label, _selection("context_rules", [], tool_groups, tool_rules, rule_window=window), family)
-            for top_k in SEARCH_TOP_KS if SEARCH_TOOL_NAME in names else ():
+            if not searching:  # with a search to fall back on, rules alone are never worth scoring
+                add(label, _selection("context_rules", [], tool_groups, tool_rules, rule_window=window), family)
+            for top_k in SEARCH_TOP_KS if searching else ():
                 add(f"{label} + tool_search top {top_k}", _selection(
                     "context_rules", [SEARCH_TOOL_NAME], tool_groups, tool_rules, top_k=top_k, rule_window=window),
                     f"{family} + tool_search top {top_k}")

@@ -51,6 +51,9 @@ def test_a_context_rule_needs_keywords_or_a_regex(policy):
 def test_a_context_rule_on_tools_called_before_needs_no_keyword_but_names_tools(policy):
     make_rule(policy, name="after", keywords=[], after_tools=["git_status"])
     assert _problems(policy) == {}
+    make_rule(policy, name="typo", keywords=[], after_tools=["git_stauts", "git_status"])
+    assert _problems(policy) == {"context_rules.typo.after_tools": "not in this project's catalog: git_stauts"}
+    policy.context_rules.filter(name="typo").delete()
     make_rule(policy, name="odd", keywords=["x"], after_tools=["", 3])
     assert _problems(policy) == {"context_rules.odd.after_tools": "must be a list of tool names"}
 

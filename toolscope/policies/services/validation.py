@@ -66,6 +66,7 @@ def _group_problems(policy: Policy) -> list[PolicyProblem]:
 def _context_rule_problems(policy: Policy) -> list[PolicyProblem]:
     """Enabled rules only: a disabled rule is left out of the document, so it cannot hurt."""
     problems = []
+    catalog: set[str] | None = None  # read once, for the first rule with after_tools
     for rule in policy.context_rules.filter(enabled=True):
         field = f"context_rules.{rule.name}"
         keywords = rule.keywords
@@ -76,6 +77,12 @@ def _context_rule_problems(policy: Policy) -> list[PolicyProblem]:
         after = rule.after_tools
         if not isinstance(after, list) or not all(isinstance(name, str) and name.strip() for name in after):
             problems.append(PolicyProblem(f"{field}.after_tools", "must be a list of tool names"))
+        elif after:
+            if catalog is None:
+                catalog = set(Tool.objects.filter(project_id=policy.project_id).values_list("name", flat=True))
+            if unknown := sorted(set(after) - catalog):  # a typo would never fire
+                problems.append(PolicyProblem(f"{field}.after_tools",
+                                              f"not in this project's catalog: {', '.join(unknown)}"))
         if rule.regex and (message := regex_problem(rule.regex, flags=re.IGNORECASE)):
             problems.append(PolicyProblem(f"{field}.regex", message))
     return problems

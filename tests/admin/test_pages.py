@@ -37,7 +37,7 @@ NOT_ADDABLE = {
     PolicyAuditEntry,
 }
 # Edited on the page of their tool or policy.
-SHOWN_INLINE = {"policies.ToolVersion", "policies.ContextRule", "policies.CompactionRule"}
+SHOWN_INLINE = {"policies.ToolVersion", "policies.ContextRule", "policies.CompactionRule", "telemetry.ModelPrice"}
 # Derived by the workers and read by the dashboard; nothing for an operator to look at row by row.
 # Computed from other rows, and shown on the dashboard (simulations, a tool's learned history).
 DERIVED = {"telemetry.ToolHourly", "telemetry.ToolDaily", "telemetry.ProjectHourly", "telemetry.DirtyHour",

@@ -72,6 +72,36 @@ class Role(models.TextChoices):
     ADMIN = "admin", "Admin"
 
 
+class ModelPrice(models.Model):
+    """A project's own price for a model (negotiated, or a model genai-prices does not know), in
+    dollars per million tokens, from `valid_from` on (toolscope/prices.py: it wins over the
+    library's for that model)."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="model_prices")
+    model = models.CharField(max_length=100, help_text="The model's name exactly as requests report it.")
+    provider = models.CharField(max_length=32, blank=True, help_text="e.g. anthropic, openai; blank: any.")
+    input_mtok = models.DecimalField(max_digits=12, decimal_places=6, validators=[MinValueValidator(0)],
+                                     help_text="Uncached input, $ per million tokens.")
+    output_mtok = models.DecimalField(max_digits=12, decimal_places=6, validators=[MinValueValidator(0)])
+    cache_read_mtok = models.DecimalField(max_digits=12, decimal_places=6, null=True, blank=True,
+                                          validators=[MinValueValidator(0)])
+    cache_write_mtok = models.DecimalField(max_digits=12, decimal_places=6, null=True, blank=True,
+                                           validators=[MinValueValidator(0)],
+                                           help_text="Cache write (Anthropic's 5-minute TTL); blank: not billed apart.")
+    cache_write_1h_mtok = models.DecimalField(max_digits=12, decimal_places=6, null=True, blank=True,
+                                              validators=[MinValueValidator(0)])
+    valid_from = models.DateTimeField(help_text="Requests from this moment on are priced with it.")
+    note = models.CharField(max_length=200, blank=True, help_text="Where the price comes from (shown as its source).")
+
+    class Meta:
+        ordering = ["project", "model", "-valid_from"]
+        constraints = [models.UniqueConstraint(fields=["project", "model", "provider", "valid_from"],
+                                               name="modelprice_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.model} from {self.valid_from:%Y-%m-%d}"
+
+
 class Membership(models.Model):
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="memberships")
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")

@@ -16,7 +16,16 @@ from django.utils.safestring import SafeString
 from toolscope.policies.models import Policy, Tool
 from toolscope.telemetry.admin.api_keys import created_key_response, new_key_url, project_keys_url
 from toolscope.telemetry.admin.common import changelist_link
-from toolscope.telemetry.models import ApiKey, IngestBatch, Membership, Project, Scope, Session, ToolCall
+from toolscope.telemetry.models import (
+    ApiKey,
+    IngestBatch,
+    Membership,
+    ModelPrice,
+    Project,
+    Scope,
+    Session,
+    ToolCall,
+)
 from toolscope.telemetry.services.api_keys import api_key_create
 from toolscope.telemetry.services.retention import partitions_ensure, retention_overview
 
@@ -46,6 +55,15 @@ class ApiKeyInline(admin.TabularInline):
         return False
 
 
+class ModelPriceInline(admin.TabularInline):
+    """The project's own prices: they win over genai-prices' for their model (toolscope/prices.py)."""
+
+    model = ModelPrice
+    extra = 0
+    fields = ["model", "provider", "input_mtok", "output_mtok", "cache_read_mtok", "cache_write_mtok",
+              "cache_write_1h_mtok", "valid_from", "note"]
+
+
 @admin.register(Project)
 class ProjectAdmin(admin.ModelAdmin):
     list_display = ["slug", "name", "encoding", "context_window", "retention_days", "created_at"]
@@ -57,7 +75,7 @@ class ProjectAdmin(admin.ModelAdmin):
                            "related_links"]}),
         ("Retention", {"fields": ["retention_days", "rollup_retention_days", "retention_state"]}),
     ]
-    inlines = [MembershipInline, ApiKeyInline]
+    inlines = [MembershipInline, ApiKeyInline, ModelPriceInline]
     actions = ["create_ingest_key"]
 
     @admin.display(description="open")

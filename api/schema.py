@@ -133,7 +133,8 @@ EVENT_BATCH_SCHEMA: dict[str, Any] = {
         _event("turn", ["session_id", "index"], {
             "session_id": _ID, "index": _INT32, "model": _NAME, "tools": {"type": "array", "items": _TOOL},
             "usage": _null_as_absent({"type": "object", "properties": {
-                "input_tokens": _INT32, "output_tokens": _INT32, "cached_tokens": _INT32}}),
+                "input_tokens": _INT32, "output_tokens": _INT32, "cached_tokens": _INT32,
+                "cache_write_tokens": _INT32, "cache_write_1h_tokens": _INT32}}),
             "latency_ms": _NUMBER, "system_prompt": _TEXT, "system_prompt_chars": _INT32,
             "task_message": _TEXT, "timed": {"type": "boolean"},
             "messages": {"type": "array", "items": {"type": "object", "required": ["role", "content"], "properties": {

@@ -90,7 +90,8 @@ def session_get(*, project_id: int, client_id: str) -> Session | None:
 
 TURN_COLUMNS = ("id", "index", "model", "started_at", "time_known", "task_message", "messages", "input_tokens",
                 "output_tokens",
-                "cached_tokens", "latency_ms", "system_prompt_tokens", "schema_tokens", "message_tokens",
+                "cached_tokens", "cache_write_tokens", "cache_write_1h_tokens", "latency_ms", "system_prompt_tokens",
+                "schema_tokens", "message_tokens",
                 "call_tokens", "tool_output_tokens", "estimated_input_tokens", "window_share", "near_window",
                 "advertised_set__tool_count")
 

@@ -186,12 +186,16 @@ def _count(value: Any) -> int | None:
 
 
 def usage(value: Any) -> dict[str, int]:
-    """Provider usage as `{input_tokens, output_tokens, cached_tokens}`.
+    """Provider usage as `{input_tokens, output_tokens, cached_tokens, cache_write_tokens,
+    cache_write_1h_tokens}`.
 
     OpenAI Chat (`prompt_tokens`, `completion_tokens`, `prompt_tokens_details.cached_tokens`),
     OpenAI Responses (`input_tokens_details.cached_tokens`) and Anthropic (`input_tokens` plus
     `cache_read_input_tokens` and `cache_creation_input_tokens`, summed so that `input_tokens`
-    is the whole prompt as with OpenAI) are recognised; toolscope's own keys pass through.
+    is the whole prompt as with OpenAI) are recognised; toolscope's own keys pass through. Cache
+    reads (`cached_tokens`) and writes (`cache_write_tokens`, Anthropic's creation tokens; of them
+    `cache_write_1h_tokens`, its `cache_creation.ephemeral_1h_input_tokens`) stay apart: they are
+    billed at different prices.
     """
     raw = plain(value)
     if not isinstance(raw, dict):
@@ -206,6 +210,10 @@ def usage(value: Any) -> dict[str, int]:
             cached = _count(details.get("cached_tokens"))
     cache_read = _count(raw.get("cache_read_input_tokens"))
     cache_write = _count(raw.get("cache_creation_input_tokens"))
+    creation = plain(raw.get("cache_creation"))
+    write_1h = _count(creation.get("ephemeral_1h_input_tokens")) if isinstance(creation, dict) else None
+    if write_1h is None:
+        write_1h = _count(raw.get("cache_write_1h_tokens"))
     if cache_read is not None or cache_write is not None:
         input_tokens = (input_tokens or 0) + (cache_read or 0) + (cache_write or 0)
         if cached is None:
@@ -216,4 +224,10 @@ def usage(value: Any) -> dict[str, int]:
         out["output_tokens"] = output_tokens
     if cached is not None:
         out["cached_tokens"] = cached
+    if cache_write is None:
+        cache_write = _count(raw.get("cache_write_tokens"))
+    if cache_write is not None:
+        out["cache_write_tokens"] = cache_write
+    if write_1h is not None:
+        out["cache_write_1h_tokens"] = write_1h
     return out

@@ -71,7 +71,8 @@ def test_numbers_json_cannot_carry_are_refused(arguments, reason):
 def test_the_edges_of_every_range_are_accepted_and_stored(api):
     events = [
         session_event(timestamp="1970-01-01T00:00:00Z", metadata=deep(63)),
-        turn_event(index=2**31 - 1, usage={"input_tokens": 2**31 - 1, "output_tokens": 0, "cached_tokens": 2**31 - 1},
+        turn_event(index=2**31 - 1, usage={"input_tokens": 2**31 - 1, "output_tokens": 0, "cached_tokens": 2**31 - 1,
+                                           "cache_write_tokens": 2**31 - 1, "cache_write_1h_tokens": 0},
                    latency_ms=2**31 - 1, system_prompt_chars=2**31 - 1, timestamp="2999-12-31T23:59:59Z"),
         call_event(turn_index=2**31 - 1, retries=32767, duration_ms=2**31 - 1,
                    arguments={"n": 2**64 - 1, "m": -(2**63)}),
@@ -83,6 +84,7 @@ def test_the_edges_of_every_range_are_accepted_and_stored(api):
     assert not QuarantinedEvent.objects.exists()
     turn = Turn.objects.get()
     assert (turn.index, turn.input_tokens, turn.latency_ms) == (2**31 - 1, 2**31 - 1, 2**31 - 1)
+    assert (turn.cached_tokens, turn.cache_write_tokens, turn.cache_write_1h_tokens) == (2**31 - 1, 2**31 - 1, 0)
     call = ToolCall.objects.get()
     assert (call.turn_index, call.retries, call.arguments) == (2**31 - 1, 32767, {"n": 2**64 - 1, "m": -(2**63)})
     assert Session.objects.get().started_at.year == 1970

@@ -186,7 +186,8 @@ def test_provider_messages_and_usage_are_normalised(server, client):
             messages=anthropic_messages,
             system_prompt=[{"type": "text", "text": "You are"}, {"type": "text", "text": "careful"}],
             usage={"input_tokens": 10, "output_tokens": 5, "cache_read_input_tokens": 100,
-                   "cache_creation_input_tokens": 20},
+                   "cache_creation_input_tokens": 20,
+                   "cache_creation": {"ephemeral_5m_input_tokens": 12, "ephemeral_1h_input_tokens": 8}},
         )  # fmt: skip
         s.turn(
             messages=openai_messages,
@@ -199,7 +200,9 @@ def test_provider_messages_and_usage_are_normalised(server, client):
         {"role": "assistant", "content": "Let me look."},
     ]
     assert first["system_prompt"] == "You are\ncareful"
-    assert first["usage"] == {"input_tokens": 130, "output_tokens": 5, "cached_tokens": 100}
+    # Cache reads and writes stay apart (billed apart); the 1-hour writes are told from the rest.
+    assert first["usage"] == {"input_tokens": 130, "output_tokens": 5, "cached_tokens": 100,
+                              "cache_write_tokens": 20, "cache_write_1h_tokens": 8}
     assert second["messages"] == [{"role": "system", "content": "Be brief"}, {"role": "assistant", "content": ""}]
     assert second["usage"] == {"input_tokens": 130, "output_tokens": 7, "cached_tokens": 64}
 

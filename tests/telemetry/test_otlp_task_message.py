@@ -141,3 +141,19 @@ def test_the_new_messages_are_the_users_words_after_the_models_last_answer():
     assert turn(results)["messages"] == [] and turn(results)["task_message"] == FIRST
     assert turn([*results, _text("assistant", "Done."), _text("user", SECOND)])["messages"] == [
         {"role": "user", "content": SECOND}]
+
+
+def test_cache_reads_and_writes_are_kept_apart():
+    """gen_ai.usage.cache_read / cache_creation (and OpenInference's prompt_details) are billed at
+    different prices: a turn keeps both (issue 26, item 2)."""
+    (turn,) = [event for event in genai_events([_span({
+        "gen_ai.operation.name": "chat", "gen_ai.usage.input_tokens": 1200, "gen_ai.usage.output_tokens": 40,
+        "gen_ai.usage.cache_read.input_tokens": 1000, "gen_ai.usage.cache_creation.input_tokens": 150})])
+        if event["type"] == "turn"]
+    assert turn["usage"] == {"input_tokens": 1200, "output_tokens": 40, "cached_tokens": 1000,
+                             "cache_write_tokens": 150}
+    attributes = as_genai(_span({"openinference.span.kind": "LLM", "llm.token_count.prompt": 900,
+                                 "llm.token_count.prompt_details.cache_read": 600,
+                                 "llm.token_count.prompt_details.cache_write": 200})).attributes
+    assert attributes["gen_ai.usage.cache_read.input_tokens"] == 600
+    assert attributes["gen_ai.usage.cache_creation.input_tokens"] == 200

@@ -232,7 +232,13 @@ class Turn(models.Model):
     )
     input_tokens = models.PositiveIntegerField(null=True, blank=True, help_text="As the provider reported.")
     output_tokens = models.PositiveIntegerField(null=True, blank=True, help_text="As the provider reported.")
-    cached_tokens = models.PositiveIntegerField(null=True, blank=True, help_text="As the provider reported.")
+    cached_tokens = models.PositiveIntegerField(null=True, blank=True,
+                                                help_text="Input read from the provider's prompt cache, as reported.")
+    cache_write_tokens = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Input written to the provider's prompt cache, as reported (Anthropic's "
+        "cache_creation_input_tokens; OpenAI reports none).")
+    cache_write_1h_tokens = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Of the cache writes, those with Anthropic's 1-hour TTL (billed 2x input).")
     latency_ms = models.PositiveIntegerField(null=True, blank=True)
     system_prompt_chars = models.PositiveIntegerField(null=True, blank=True)
     task_message = models.TextField(blank=True, help_text="The user message that started the task.")

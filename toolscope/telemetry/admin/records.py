@@ -89,7 +89,8 @@ class TurnAdmin(TelemetryAdmin):
     search_fields = ["=client_id", "=session__client_id"]
     fields = [
         "project", "session", "client_id", "index", "model", "started_at", "time_known", "created_at",
-        "input_tokens", "output_tokens", "cached_tokens", "latency_ms", "system_prompt_chars",
+        "input_tokens", "output_tokens", "cached_tokens", "cache_write_tokens", "cache_write_1h_tokens", "latency_ms",
+        "system_prompt_chars",
         "tool_calls_link", "task_message_text", "advertised_tools_json",
     ]
     readonly_fields = fields

@@ -114,7 +114,8 @@ def _turn(record: LogRecord, session: str, sequence: int, prompts: dict[str, str
     if isinstance(attributes.get("model"), str):
         turn["model"] = identifier_fit(attributes["model"])
     usage = {name: value for name, key in (("input_tokens", "input_tokens"), ("output_tokens", "output_tokens"),
-                                            ("cached_tokens", "cache_read_tokens"))
+                                            ("cached_tokens", "cache_read_tokens"),
+                                            ("cache_write_tokens", "cache_creation_tokens"))
              if (value := _int(attributes.get(key))) is not None}
     if usage:
         turn["usage"] = usage

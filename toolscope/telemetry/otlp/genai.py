@@ -178,7 +178,8 @@ def _turn(span: Span, session: str) -> tuple[dict[str, Any], list[dict[str, Any]
         turn["model"] = identifier_fit(model)
     usage = {name: attributes[key] for name, key in (
         ("input_tokens", "gen_ai.usage.input_tokens"), ("output_tokens", "gen_ai.usage.output_tokens"),
-        ("cached_tokens", "gen_ai.usage.cache_read.input_tokens"))
+        ("cached_tokens", "gen_ai.usage.cache_read.input_tokens"),
+        ("cache_write_tokens", "gen_ai.usage.cache_creation.input_tokens"))
         if isinstance(attributes.get(key), int) and attributes[key] >= 0}
     if usage:
         turn["usage"] = usage

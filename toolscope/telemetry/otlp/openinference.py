@@ -87,7 +87,9 @@ def _llm(attributes: dict[str, Any]) -> dict[str, Any]:
         out["gen_ai.request.model"] = attributes["llm.model_name"]
     for source, target in (("llm.token_count.prompt", "gen_ai.usage.input_tokens"),
                            ("llm.token_count.completion", "gen_ai.usage.output_tokens"),
-                           ("llm.token_count.prompt_details.cache_read", "gen_ai.usage.cache_read.input_tokens")):
+                           ("llm.token_count.prompt_details.cache_read", "gen_ai.usage.cache_read.input_tokens"),
+                           ("llm.token_count.prompt_details.cache_write",
+                            "gen_ai.usage.cache_creation.input_tokens")):
         if isinstance(attributes.get(source), int):
             out[target] = attributes[source]
     if "llm.input_messages" in groups:

@@ -253,7 +253,8 @@ def full_tool_definition(value: Any, path: str) -> dict[str, Any]:
 
 
 message = fields({"role": short_text, "content": text}, ("role", "content"))
-usage = fields({"input_tokens": count, "output_tokens": count, "cached_tokens": count})
+usage = fields({"input_tokens": count, "output_tokens": count, "cached_tokens": count, "cache_write_tokens": count,
+                "cache_write_1h_tokens": count})
 
 COMMON = {"type": text, "id": identifier, "timestamp": timestamp}
 SPECS: dict[str, Check] = {

@@ -303,6 +303,8 @@ def _turn_rows(project: Project, sessions: dict[str, Session], events: list[dict
             "input_tokens": event.get("usage", {}).get("input_tokens"),
             "output_tokens": event.get("usage", {}).get("output_tokens"),
             "cached_tokens": event.get("usage", {}).get("cached_tokens"),
+            "cache_write_tokens": event.get("usage", {}).get("cache_write_tokens"),
+            "cache_write_1h_tokens": event.get("usage", {}).get("cache_write_1h_tokens"),
             "latency_ms": round(event["latency_ms"]) if "latency_ms" in event else None,
             "system_prompt_chars": event.get("system_prompt_chars", len(event.get("system_prompt", "")) or None),
             "task_message": event.get("task_message", ""), "messages": event.get("messages", []),

@@ -306,7 +306,7 @@ def claude_code_records(numbers_as_strings: bool) -> list[tuple[str, dict[str, A
                            "event.timestamp": "2026-11-26T09:00:07.000Z"}),
         ("api_request", {**common, "event.sequence": 4, "prompt.id": "p-1", "model": "claude-sonnet-4-5",
                          "input_tokens": number(19_400), "output_tokens": number(120),
-                         "cache_read_tokens": number(18_000),
+                         "cache_read_tokens": number(18_000), "cache_creation_tokens": number(1_300),
                          "duration_ms": number(2_050), "request_id": "req_011B",
                          "event.timestamp": "2026-11-26T09:00:09.000Z"}),
         ("tool_result", {**common, "event.sequence": 5, "prompt.id": "p-1", "tool_name": "Read", "success": "false",
@@ -340,8 +340,8 @@ def test_claude_code_log_events_become_turns_and_calls(live_server, transactiona
     assert (session.client_id, session.agent_name, session.model) == (SESSION, "claude-code", "claude-sonnet-4-5")
     assert session.metadata == {"source": "otlp", "conventions": "claude_code", "content_captured": False}
     turns = list(Turn.objects.filter(session=session).order_by("index"))
-    assert [(t.index, t.input_tokens, t.output_tokens, t.cached_tokens) for t in turns] == [
-        (1, 18_200, 310, 9_000), (4, 19_400, 120, 18_000)]
+    assert [(t.index, t.input_tokens, t.output_tokens, t.cached_tokens, t.cache_write_tokens) for t in turns] == [
+        (1, 18_200, 310, 9_000, 0), (4, 19_400, 120, 18_000, 1_300)]
     assert turns[0].task_message == "Why does the login test fail?" and turns[0].latency_ms == 4_120
     calls = {call.call_id: call for call in ToolCall.objects.filter(session=session)}
     assert (calls["toolu_01"].tool_name, calls["toolu_01"].status, calls["toolu_01"].turn_index) == ("Bash", "ok", 1)

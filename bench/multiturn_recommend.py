@@ -167,6 +167,14 @@ def requests_of(conversation: Any) -> Iterator[tuple[str, str | None]]:
         yield task, None
 
 
+def transcript(conversation: Any, messages: list[dict[str, Any]], advertised: list[dict[str, Any]],
+               start: datetime) -> dict[str, Any]:
+    """The body of `POST /api/v1/transcripts` for a conversation."""
+    return {"session_id": f"bfcl-{conversation.id}", "timestamp": iso(start), "model": MODEL, "agent_name": AGENT,
+            "metadata": {"category": conversation.category, "scenario": conversation.scenario},
+            "messages": messages, "tools": advertised}
+
+
 def ingest(client: Any, older: list[Any], newer: list[Any], tools: list[dict[str, Any]], now: datetime,
            ) -> tuple[datetime, datetime, datetime, datetime]:
     """Post every conversation; the older and the newer sides' time ranges [start, end)."""
@@ -177,11 +185,7 @@ def ingest(client: Any, older: list[Any], newer: list[Any], tools: list[dict[str
     for conversation, start in zip([*older, *newer], starts, strict=True):
         messages = messages_of(conversation)
         validator.check(messages)
-        body = {"session_id": f"bfcl-{conversation.id}", "timestamp": iso(start), "model": MODEL,
-                "agent_name": AGENT, "metadata": {"category": conversation.category,
-                                                  "scenario": conversation.scenario},
-                "messages": messages, "tools": advertised}
-        response = client.post_json("/api/v1/transcripts", body)
+        response = client.post_json("/api/v1/transcripts", transcript(conversation, messages, advertised, start))
         assert response.status_code == 202, response.json()
         assert response.json()["format"] == "openai_chat", response.json()
     cut = now - timedelta(days=(OLDER_DAYS[1] + NEWER_DAYS[0]) / 2)  # between the two sides

@@ -120,7 +120,15 @@ def run(conversations: list[Any], tools: list[dict[str, Any]]) -> None:
     from django.conf import settings
     from django.db import connection
     from django.utils import timezone
-    from multiturn_recommend import AGENT, MODEL, Validator, iso, messages_of, openai_tools, process_and_check, spread
+    from multiturn_recommend import (
+        Validator,
+        iso,
+        messages_of,
+        openai_tools,
+        process_and_check,
+        spread,
+        transcript,
+    )
 
     from tests.api.conftest import KeyClient
     from toolscope.policies.models import Recommendation, SimulationStatus
@@ -157,11 +165,7 @@ def run(conversations: list[Any], tools: list[dict[str, Any]]) -> None:
         if original not in validated:  # a copy's messages are its original's
             validator.check(messages)
             validated.add(original)
-        body = {"session_id": f"bfcl-{conversation.id}", "timestamp": iso(moment), "model": MODEL,
-                "agent_name": AGENT, "metadata": {"category": conversation.category,
-                                                  "scenario": conversation.scenario},
-                "messages": messages, "tools": advertised}
-        response = agent.post_json("/api/v1/transcripts", body)
+        response = agent.post_json("/api/v1/transcripts", transcript(conversation, messages, advertised, moment))
         assert response.status_code == 202, response.json()
         if number % step == 0 or number == total:
             elapsed = time.perf_counter() - began

@@ -26,7 +26,12 @@ from api.views.resolve import READ_ERRORS
 from toolscope.policies.models import Policy, Recommendation, SimulationStatus
 from toolscope.policies.services.background import background_queue_position
 from toolscope.policies.services.documents import policy_document_build
-from toolscope.policies.services.recommendations import policy_draft_apply, recommendation_start
+from toolscope.policies.services.recommendations import (
+    policy_draft_apply,
+    recommendation_candidate,
+    recommendation_candidates,
+    recommendation_start,
+)
 
 MIN_LIMIT, MAX_LIMIT, DEFAULT_LIMIT = 20, 5000, 2000  # the dashboard's form
 DEFAULT_DAYS = 14
@@ -108,22 +113,12 @@ class RecommendationOutput(serializers.Serializer):
     def get_result(self, run: Recommendation) -> dict[str, Any] | None:
         if run.status != SimulationStatus.DONE or not run.result:
             return None
-        rows = [candidate_figures(row) for row in run.result["candidates"]]
+        rows = recommendation_candidates(run)
         best = next((row for row in rows if row["name"] == run.result["recommended"]), None)
         return RecommendationResult({
             **run.result, "candidates": rows,
             "recommended_document": {"selection": best["selection"], "outputs": best["outputs"]} if best else None,
         }).data
-
-
-def candidate_figures(row: dict[str, Any]) -> dict[str, Any]:
-    """A candidate's figures, with those a run made before issue 25, item 2 lacks (no round
-    trips priced: every miss counted hard; no family: its name; not refit), as the dashboard
-    shows them."""
-    return {"hard_miss_rate": row["miss_rate"], "recoverable_misses": 0, "recoverable_miss_rate": 0.0,
-            "schema_tokens_saved": row.get("saved_tokens", 0), "round_trip_tokens": 0,
-            "net_saved_tokens": row.get("saved_tokens", 0), "net_saved_share": row["saved_share"],
-            "family": row["name"], "refit": False, **row}
 
 
 @extend_schema_field({"oneOf": [{"type": "string", "minLength": 1, "maxLength": 200},
@@ -225,11 +220,7 @@ class RecommendationApplyView(APIView):
         wanted = serializer.validated_data["candidate"]
         if run.status != SimulationStatus.DONE:
             raise Conflict(f"This recommendation is {run.status}: only a done one's candidates can be applied.")
-        rows = run.result["candidates"]
-        if isinstance(wanted, int):
-            chosen = rows[wanted] if wanted < len(rows) else None
-        else:
-            chosen = next((row for row in rows if row["name"] == wanted), None)
+        chosen = recommendation_candidate(run, wanted)
         if chosen is None:
             raise exceptions.NotFound(f"No candidate {wanted!r} in this recommendation.")
         policy = Policy.objects.filter(project=request.auth.project).first()

@@ -31,7 +31,12 @@ from toolscope.policies.models import (
     SimulationTurns,
 )
 from toolscope.policies.services.background import background_queue_position
-from toolscope.policies.services.recommendations import policy_draft_apply, recommendation_start
+from toolscope.policies.services.recommendations import (
+    policy_draft_apply,
+    recommendation_candidate,
+    recommendation_candidates,
+    recommendation_start,
+)
 from toolscope.policies.services.simulation_runs import (
     DocumentNotFound,
     SessionSelection,
@@ -115,19 +120,11 @@ def _recommendations(request: HttpRequest, access: ProjectAccess) -> dict[str, A
     context: dict[str, Any] = {"recommend_form": form, "recommendation": run,
                                "recommendation_queued_behind": background_queue_position(run)}
     if run.status == SimulationStatus.DONE:
-        found = {**run.result, "candidates": [_figures(row) for row in run.result["candidates"]]}
+        found = {**run.result, "candidates": recommendation_candidates(run)}
         front = [row for row in found["candidates"] if row["name"] in found["front"]]
         chart = charts.recommendation_curve(found["candidates"], found["front"], found["recommended"])
         context.update(recommendations=found, front=front, curve=charts.chart_json(chart) if front else None)
     return context
-
-
-def _figures(row: dict[str, Any]) -> dict[str, Any]:
-    """A candidate's figures, with those a run made before issue 25, item 2 lacks (no round
-    trips priced: every miss counted hard)."""
-    return {"hard_miss_rate": row["miss_rate"], "recoverable_misses": 0, "recoverable_miss_rate": 0.0,
-            "schema_tokens_saved": row.get("saved_tokens", 0), "round_trip_tokens": 0,
-            "net_saved_tokens": row.get("saved_tokens", 0), "net_saved_share": row["saved_share"], **row}
 
 
 @project_view(min_role=Role.EDITOR)
@@ -154,7 +151,7 @@ def policy_recommendation_apply(request: HttpRequest, access: ProjectAccess) -> 
     policy = Policy.objects.filter(project=access.project).first()
     if run is None or policy is None:
         return HttpResponse("No such finished recommendation in this project.", status=400)
-    chosen = next((row for row in run.result["candidates"] if row["name"] == request.POST.get("name")), None)
+    chosen = recommendation_candidate(run, request.POST.get("name", ""))
     if chosen is None:
         return HttpResponse("That candidate is not among the recommendations.", status=400)
     entry = policy_draft_apply(policy=policy, selection=chosen["selection"], outputs=chosen["outputs"],

@@ -6,16 +6,16 @@ by task, and a `rule_window` that lets a follow-up ("I am USR001.") keep its ins
 from __future__ import annotations
 
 import pytest
-from toolscope_agent.engine.recommend import (
-    candidates,
-    evaluate,
+from toolscope_agent.engine.learning import (
+    Association,
+    call_associations,
     grouped_split,
-    refitted,
     request_rules,
     rule_words,
     task_examples,
     word_associations,
 )
+from toolscope_agent.engine.recommend import candidates, evaluate, refitted
 from toolscope_agent.engine.selection import TASK_CHARS, SessionState, search_tool_added, select_tools
 from toolscope_agent.engine.simulation import RecordedCall, RecordedTurn, ReplaySession, simulate
 
@@ -88,8 +88,6 @@ def test_request_rules_are_one_tool_each_keyed_by_their_words_and_filtered_by_pr
 
 
 def test_group_names_are_slugs_and_unique():
-    from toolscope_agent.engine.recommend import Association
-
     groups, _ = request_rules([Association("math.factorial", "factorial", 5, 5),
                                Association("math-factorial", "factorial", 5, 5)], precision=0.5)
     assert sorted(groups) == ["tool-math-factorial", "tool-math-factorial-2"]
@@ -232,8 +230,6 @@ def navigations(count: int) -> list[ReplaySession]:
 
 
 def test_tools_called_after_another_are_learnt_per_distinct_task():
-    from toolscope_agent.engine.recommend import call_associations
-
     found = {(a.feature, a.tool): (a.tasks, a.hits, a.kind) for a in call_associations(navigations(24))}
     assert found[("cd", "read_file")] == (12, 12, "after")
     assert ("read_file", "cd") not in found  # never after it
@@ -284,8 +280,6 @@ def test_each_task_message_is_matched_on_its_own_in_a_window():
 
 
 def test_a_tool_called_in_the_same_request_does_not_key_a_rule():
-    from toolscope_agent.engine.recommend import call_associations
-
     same = [ReplaySession(f"s{n}", [RecordedTurn(message=f"task {n}", advertised=NAMES,
                                                  calls=[RecordedCall("cd"), RecordedCall("read_file")])])
             for n in range(12)] + [conversation(f"o{n}", (f"other {n}", ["post_tweet"])) for n in range(12)]

@@ -6,7 +6,7 @@ session (the dashboard), or for a time range, agent, model and limit (the API), 
 one already made: the page shows its progress (candidates scored) and
 then its candidates. `recommendation_run`, in the worker, calls `policy_recommendations`: a
 sample of recorded sessions (the newest `limit` of the last `days`), candidate policies learnt
-on the older tasks and scored on the newer ones (split by task: engine.recommend.grouped_split) with the engine
+on the older tasks and scored on the newer ones (split by task: engine.learning.grouped_split) with the engine
 (toolscope_agent.engine.recommend), so no candidate is measured on the sessions it learnt from.
 
 `policy_draft_apply` writes a candidate's selection and outputs into the draft in one
@@ -24,15 +24,8 @@ from typing import Any
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.utils import timezone
-from toolscope_agent.engine.recommend import (
-    LARGE_CATALOG,
-    candidates,
-    evaluate,
-    grouped_split,
-    pareto,
-    recommend,
-    refitted,
-)
+from toolscope_agent.engine.learning import grouped_split
+from toolscope_agent.engine.recommend import LARGE_CATALOG, candidates, evaluate, pareto, recommend, refitted
 from toolscope_agent.engine.render import SEARCH_TOOL_NAME
 from toolscope_agent.engine.search import RANKERS
 
@@ -137,6 +130,24 @@ def policy_recommendations(*, project: Project, days: int = 14, limit: int = 200
     answer.update(candidates=[asdict(candidate) for candidate in scored], front=[c.name for c in front],
                   recommended=best.name if best else None)
     return answer
+
+
+def recommendation_candidates(run: Recommendation) -> list[dict[str, Any]]:
+    """A done run's candidates with every figure, those a run stored before issue 25 lacks filled
+    in as it measured them (no round trips priced: every miss counted hard; no family: its name;
+    not refit)."""
+    return [{"hard_miss_rate": row["miss_rate"], "recoverable_misses": 0, "recoverable_miss_rate": 0.0,
+             "schema_tokens_saved": row.get("saved_tokens", 0), "round_trip_tokens": 0,
+             "net_saved_tokens": row.get("saved_tokens", 0), "net_saved_share": row["saved_share"],
+             "family": row["name"], "refit": False, **row} for row in run.result["candidates"]]
+
+
+def recommendation_candidate(run: Recommendation, wanted: str | int) -> dict[str, Any] | None:
+    """A done run's candidate by name, or by its index in the candidates; None when there is none."""
+    rows = run.result["candidates"]
+    if isinstance(wanted, int):
+        return rows[wanted] if 0 <= wanted < len(rows) else None
+    return next((row for row in rows if row["name"] == wanted), None)
 
 
 def policy_draft_apply(*, policy: Policy, selection: dict[str, Any], outputs: dict[str, Any],

@@ -59,6 +59,9 @@ class CandidateOutput(serializers.Serializer):
     net_saved_tokens = serializers.IntegerField()
     net_saved_share = serializers.FloatField()
     hard_miss_rate = serializers.FloatField(help_text="Hard misses per held-out call.")
+    hard_miss_error = serializers.FloatField(
+        help_text="The hard-miss rate's standard error, each held-out task's sessions one cluster: the recommended "
+                  "candidate keeps hard_miss_rate + hard_miss_error within 2%.")
     recoverable_misses = serializers.IntegerField()
     recoverable_miss_rate = serializers.FloatField(help_text="Recoverable misses per held-out call.")
     saved_share = serializers.FloatField()

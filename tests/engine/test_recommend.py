@@ -3,19 +3,31 @@ newer ones, the Pareto curve and the pick, on sessions whose right answer is kno
 
 from __future__ import annotations
 
+import math
+from dataclasses import replace
 from itertools import pairwise
 
+import pytest
 from toolscope_agent.engine.recommend import (
     LARGE_CATALOG,
     Candidate,
     candidates,
     evaluate,
+    hard_miss_error,
     pareto,
     recommend,
     with_search_tool,
 )
 from toolscope_agent.engine.render import SEARCH_TOOL
-from toolscope_agent.engine.simulation import RecordedCall, RecordedTurn, ReplaySession
+from toolscope_agent.engine.simulation import (
+    HARD,
+    Miss,
+    RecordedCall,
+    RecordedTurn,
+    ReplaySession,
+    Simulation,
+    TurnFigures,
+)
 
 NAMES = ["read_file", "edit_file", "git_status", "git_diff", "git_commit", "deploy", "rollback",
          "query_db", "send_email", "tool_search"]
@@ -204,3 +216,46 @@ def test_round_trips_make_many_recoverable_misses_lose_to_few_at_equal_schema_sa
     assert few.recoverable_miss_rate < many.recoverable_miss_rate and few.round_trip_tokens < many.round_trip_tokens
     assert few.net_saved_tokens > many.net_saved_tokens
     assert pareto([many, few]) == [few] and recommend(pareto([many, few])) == few
+
+
+def figures(*clusters: tuple[int, int]) -> Simulation:
+    """A simulation of one session per (calls, hard misses) pair."""
+    result = Simulation()
+    for index, (calls, hard) in enumerate(clusters):
+        result.turns.append(TurnFigures(session=f"s{index}", turn=0, advertised_tokens=0, sent_tokens=0, sent_tools=0,
+                                        calls=calls, misses=hard))
+        result.misses.extend(Miss(f"s{index}", 0, "cd", HARD, "") for _ in range(hard))
+    return result
+
+
+def test_the_hard_miss_error_counts_tasks_not_calls():
+    """Four tasks of ten calls: four hard misses in one task is far less certain than one in each."""
+    clustered, spread = figures((10, 4), (10, 0), (10, 0), (10, 0)), figures((10, 1), (10, 1), (10, 1), (10, 1))
+    assert clustered.hard_miss_rate == spread.hard_miss_rate == 0.1
+    by_session = {f"s{n}": f"s{n}" for n in range(4)}
+    # sum of (hard - 0.1 * calls)^2 = 9 + 1 + 1 + 1; times 4/3; over 40^2: a variance of 0.01.
+    assert hard_miss_error(clustered, by_session) == pytest.approx(0.1)
+    assert hard_miss_error(clustered, by_session) > math.sqrt(0.1 * 0.9 / 40)  # the binomial error, calls independent
+    assert hard_miss_error(spread, by_session) == 0.0
+    # Sessions of one task are one cluster: two tasks (s0+s1, s2+s3) hold 4 and 0 misses of 20 calls.
+    assert hard_miss_error(clustered, {"s0": "a", "s1": "a", "s2": "b", "s3": "b"}) == pytest.approx(
+        math.sqrt(2 * (2 ** 2 + 2 ** 2)) / 40)
+    assert hard_miss_error(clustered, dict.fromkeys(by_session, "one task")) == 0.0  # nothing to compare
+
+
+def test_the_pick_keeps_one_standard_error_within_the_budget():
+    lucky = Candidate("lucky", {}, {}, hard_miss_rate=0.015, hard_miss_error=0.008, net_saved_share=0.92)
+    steady = Candidate("steady", {}, {}, hard_miss_rate=0.006, hard_miss_error=0.003, net_saved_share=0.88)
+    assert recommend([steady, lucky]) == steady
+    assert recommend([steady, replace(lucky, hard_miss_error=0.004)]).name == "lucky"
+    assert recommend([replace(steady, hard_miss_error=0.02), lucky]).name == "steady"  # none within: fewest misses
+
+
+def test_evaluate_clusters_the_error_by_task():
+    """Held-out sessions repeating one task miss together: the error is that of two tasks."""
+    held_out = [*wide("h", 2, findable=False), *wide("g", 2, findable=False)]
+    held_out = [ReplaySession(s.key, [replace(s.turns[0], message=("task one" if s.key[0] == "h" else "task two"))])
+                for s in held_out]
+    plain = Candidate("plain", {"mode": "context_rules", "always_on": ["read_file"]}, {})
+    (scored,) = evaluate(WIDE, [plain], held_out, schema_tokens=WIDE_COSTS)
+    assert scored.hard_miss_rate == 0.5 and scored.hard_miss_error == 0.0  # both tasks miss half their calls

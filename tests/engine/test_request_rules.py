@@ -285,3 +285,28 @@ def test_a_tool_called_in_the_same_request_does_not_key_a_rule():
             for n in range(12)] + [conversation(f"o{n}", (f"other {n}", ["post_tweet"])) for n in range(12)]
     assert call_associations(same) == []
     assert call_associations(navigations(24))  # in the requests after: keyed
+
+
+def unforeseen(count: int, offset: int = 0) -> list[ReplaySession]:
+    """The weather-then-mail tasks, and as many whose instruction is words of their own (no rule
+    word, nothing a search matches) and which change directory: a tool only a core can send."""
+    sessions = []
+    for n, task in enumerate(weather_and_mail(count, offset)):
+        sessions.append(task)
+        word = "".join(chr(97 + (5 * (offset + n) + k) % 26) for k in range(7))
+        sessions.append(conversation(f"u{offset + n}", (f"{word} {offset + n}", ["cd"])))
+    return sessions
+
+
+def test_a_core_keeps_on_what_rules_and_search_both_miss():
+    fit, later = unforeseen(16), unforeseen(8, offset=40)
+    scored = {c.family: c for c in evaluate(CATALOG, candidates(CATALOG, fit, schema_tokens=COSTS), later,
+                                            schema_tokens=COSTS)}
+    plain = scored["request rules (precision 0.05) + tool_search top 20"]
+    cored = scored["request rules (precision 0.05) + always-on 4 they miss + tool_search top 20"]
+    # Learnt on the fit's older tasks, replayed on its newer ones: only cd was missed hard.
+    assert cored.selection["always_on"] == ["cd", "tool_search"]
+    assert "always-on 1 they miss" in cored.name
+    assert not any("always-on 8" in family for family in scored)  # a core of 8 would send the same: kept once
+    assert plain.hard_misses == 8 and cored.hard_misses == 0  # every held-out cd, and none
+    assert {rule["groups"][0] for rule in cored.selection["context_rules"]} >= {"tool-get_weather", "tool-send_email"}

@@ -36,7 +36,7 @@ def grouped_split(sessions: Sequence[ReplaySession]) -> tuple[list[ReplaySession
     that task's oldest session, the older tasks filling about half of the sessions. When the
     tasks are too few for that (a side under MIN_SPLIT_SHARE of the sessions: an agent that
     repeats one or two jobs), the split is by time, the older half first."""
-    tasks = [_task_key(session) for session in sessions]
+    tasks = [task_key(session) for session in sessions]
     first: dict[str, int] = {}
     for index, task in enumerate(tasks):
         first.setdefault(task, index)
@@ -56,7 +56,9 @@ def grouped_split(sessions: Sequence[ReplaySession]) -> tuple[list[ReplaySession
     return fit, held_out
 
 
-def _task_key(session: ReplaySession) -> str:
+def task_key(session: ReplaySession) -> str:
+    """The session's task as `grouped_split` groups sessions: its first instruction, whitespace
+    and case folded (a session with none is a task of its own)."""
     message = next((turn.message for turn in session.turns if turn.message.strip()), "")
     return " ".join(message.lower().split()) or f"\x00{session.key}"  # no task: a group of its own
 
@@ -173,7 +175,7 @@ def call_associations(sessions: Sequence[ReplaySession], *, known: set[str] | No
     together: Counter[tuple[str, str]] = Counter()
     seen: set[str] = set()
     for session in sessions:
-        task = _task_key(session)
+        task = task_key(session)
         if task in seen:
             continue
         seen.add(task)

@@ -45,6 +45,12 @@ on the sessions it was fitted on):
   way over distinct tasks: an agent that called `cd` will call `ls`). The candidates send these rules with
   toolscope's `tool_search` always on (context_rules mode; top_k on SEARCH_TOP_KS) so what the
   rules miss can still be found, or, when the catalog has no search, alone;
+- **a core of what rules and search miss** (issue 25, item 6's learnt always-on core): the most
+  inclusive request rules (loosest rate and precision, after calls, widest window) with the
+  search, learnt on the older tasks of the fit sessions and replayed on their newer ones; the
+  tools they miss hard (no rule word, and the task's words do not find them: `average` for
+  `mean`, `identical` for `diff`), most misses per schema token first, are kept always on, the
+  first k on CORE_K, next to every request-rules candidate;
 - **progressive menus** (issue 25, item 6): the always-on sets of PROGRESSIVE_K in progressive
   mode: every other tool is on the menu, so no miss is hard, and each costs a round trip; the
   menu is priced every request (`evaluate`'s `menu_tokens`);
@@ -65,14 +71,16 @@ is not a failure) and its **net tokens saved**: schema tokens saved less the rou
 recoverable misses cost, each an extra request re-sending that turn's context (the policy's
 schema tokens that turn plus the recorded input's system prompt and history; see
 engine/simulation.py). `pareto` keeps the candidates no other beats on both figures;
-`recommend` picks the one saving the most net tokens within a hard-miss budget (else the one
-missing least).
+`recommend` picks the one saving the most net tokens whose hard-miss rate is within the budget
+by one standard error (`hard_miss_error`, each task's sessions one cluster), else the one
+missing least: of many candidates scored on the same tasks, the best-looking one is partly lucky.
 """
 
 from __future__ import annotations
 
 import itertools
 import json
+import math
 from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -84,10 +92,11 @@ from toolscope_agent.engine.learning import (
     grouped_split,
     request_rules,
     task_examples,
+    task_key,
     word_associations,
 )
 from toolscope_agent.engine.render import SEARCH_TOOL, SEARCH_TOOL_NAME
-from toolscope_agent.engine.simulation import ReplaySession, simulate
+from toolscope_agent.engine.simulation import HARD, ReplaySession, Simulation, simulate
 from toolscope_agent.engine.text import STOPWORDS, words
 from toolscope_agent.engine.tokens import approximate_counter
 
@@ -102,9 +111,10 @@ COMPACT_TO = 2000
 MISS_BUDGET = 0.02
 LARGE_CATALOG = 30
 FDR_ALPHAS = (FDR_ALPHA, 0.5)  # the learning module's 5%, and a looser rate the held-out tasks judge
-RULE_PRECISIONS = (0.05, 0.1, 0.2, 0.3, 0.45)
+RULE_PRECISIONS = (0.05, 0.2, 0.3, 0.45)
 RULE_WINDOWS = (1, 2)
 SEARCH_TOP_KS = (20,)
+CORE_K = (0, 4, 8)  # tools the most inclusive rules and the search both miss, kept always on
 PROGRESSIVE_K = (0, 2, 4, 8, 16)
 
 
@@ -118,6 +128,7 @@ class Candidate:
     hard_misses: int = 0
     saved_tokens: int = 0  # schema tokens saved (as schema_tokens_saved, kept for older readers)
     hard_miss_rate: float = 0.0
+    hard_miss_error: float = 0.0  # the rate's standard error, each task's sessions one cluster (`evaluate`)
     recoverable_misses: int = 0
     recoverable_miss_rate: float = 0.0
     schema_tokens_saved: int = 0
@@ -160,13 +171,17 @@ def candidates(catalog: Sequence[Mapping[str, Any]], fit: Sequence[ReplaySession
             add(f"tool_search + top {k}", _selection("tool_search", [*always, SEARCH_TOOL_NAME]))
         if k in PROGRESSIVE_K:
             add(f"progressive menu + top {k}", _selection("progressive", always))
-    weak = _weakly_ruled(catalog, fit, ranked, schema_tokens or {})
+    inner = grouped_split(fit)  # nested in the fit sessions: the held-out ones stay unseen
+    weak = _missed_by(catalog, inner, ranked, schema_tokens or {},
+                      lambda sessions: _selection("context_rules", [], *_session_rules(sessions, ranked)))
     for k in range(1, len(weak) + 1):
         needed, kept = with_rules(weak[:k])
         add(f"{len(kept)} rules + always-on {k} they miss", _selection("context_rules", weak[:k], needed, kept),
             f"rules + always-on {k} they miss")
     known = set(names) - {SEARCH_TOOL_NAME}
     searching = SEARCH_TOOL_NAME in names
+    core = _missed_by(catalog, inner, ranked, schema_tokens or {},
+                      lambda sessions: _inclusive_request_rules(sessions, known)) if searching else []
     # Words are learnt from the instruction that led to the call; a rule window is how the rules
     # are read: a follow-up keeps the rules of the instruction before it. The false discovery
     # rate is a setting like the precision: the held-out tasks tell whether looser rules generalise.
@@ -180,13 +195,20 @@ def candidates(catalog: Sequence[Mapping[str, Any]], fit: Sequence[ReplaySession
         if tool_rules:
             family = (f"request rules (precision {precision:g}" + (f", {window} tasks" if window > 1 else "")
                       + (", after calls" if calls else "") + (f", FDR {alpha:g})" if alpha != FDR_ALPHA else ")"))
-            label = f"{len(tool_rules)} {family}"
             if not searching:  # with a search to fall back on, rules alone are never worth scoring
-                add(label, _selection("context_rules", [], tool_groups, tool_rules, rule_window=window), family)
-            for top_k in SEARCH_TOP_KS if searching else ():
-                add(f"{label} + tool_search top {top_k}", _selection(
-                    "context_rules", [SEARCH_TOOL_NAME], tool_groups, tool_rules, top_k=top_k, rule_window=window),
-                    f"{family} + tool_search top {top_k}")
+                add(f"{len(tool_rules)} {family}",
+                    _selection("context_rules", [], tool_groups, tool_rules, rule_window=window), family)
+            # A core of k that the misses cannot fill sends what a smaller one sends: `add` keeps
+            # the first. The family names the setting (k), the name what is sent.
+            for top_k, k in itertools.product(SEARCH_TOP_KS if searching else (), CORE_K):
+                always = core[:k]
+                kept = [rule for rule in tool_rules if not set(tool_groups[rule["groups"][0]]) <= set(always)]
+                sent = {rule["groups"][0]: tool_groups[rule["groups"][0]] for rule in kept}
+                add(f"{len(kept)} {family}{f' + always-on {len(always)} they miss' if always else ''}"
+                    f" + tool_search top {top_k}",
+                    _selection("context_rules", [*always, SEARCH_TOOL_NAME], sent, kept, top_k=top_k,
+                               rule_window=window),
+                    f"{family}{f' + always-on {k} they miss' if k else ''} + tool_search top {top_k}")
     return list(found.values())
 
 
@@ -218,6 +240,9 @@ def evaluate(catalog: Sequence[Mapping[str, Any]], found: Sequence[Candidate], h
     """Each candidate with its figures on `held_out`; `progress(done, total)` after each. A
     progressive candidate's menu is priced with `menu_tokens` (the server's tokenizer), else one
     token per four characters (tokens.approximate_counter)."""
+    clusters = {session.key: task_key(session) for session in held_out}
+    if len(set(clusters.values())) < 2:  # one task: its sessions are the clusters
+        clusters = {session.key: session.key for session in held_out}
     scored = []
     for candidate in found:
         result = simulate(catalog, candidate.document(), held_out, schema_tokens=schema_tokens,
@@ -226,7 +251,8 @@ def evaluate(catalog: Sequence[Mapping[str, Any]], found: Sequence[Candidate], h
         scored.append(replace(
             candidate, saved_share=result.saved_share,
             miss_rate=result.miss_rate, hard_misses=result.hard_misses, saved_tokens=result.saved_tokens,
-            hard_miss_rate=result.hard_miss_rate, recoverable_misses=result.recoverable_misses,
+            hard_miss_rate=result.hard_miss_rate, hard_miss_error=hard_miss_error(result, clusters),
+            recoverable_misses=result.recoverable_misses,
             recoverable_miss_rate=result.recoverable_miss_rate, schema_tokens_saved=result.saved_tokens,
             round_trip_tokens=result.round_trip_tokens, net_saved_tokens=result.net_saved_tokens,
             net_saved_share=result.net_saved_tokens / advertised if advertised else 0.0))
@@ -247,10 +273,34 @@ def pareto(scored: Sequence[Candidate]) -> list[Candidate]:
     return front
 
 
+def hard_miss_error(result: Simulation, clusters: Mapping[str, str]) -> float:
+    """The standard error of `result`'s hard-miss rate (hard misses / calls), its sessions grouped
+    into `clusters` (session key -> cluster): the ratio estimator's cluster-robust (sandwich)
+    variance, sum over clusters of (hard - rate * calls)^2, times G / (G - 1), over calls^2. A
+    task's sessions miss together (one unforeseen word misses in every session of that task), so
+    the evidence is the tasks, not the calls. 0 with fewer than two clusters or no calls."""
+    calls: Counter[str] = Counter()
+    hard: Counter[str] = Counter()
+    for row in result.turns:
+        calls[clusters.get(row.session, row.session)] += row.calls
+    for miss in result.misses:
+        if miss.kind == HARD:
+            hard[clusters.get(miss.session, miss.session)] += 1
+    total, groups = sum(calls.values()), len(calls)
+    if not total or groups < 2:
+        return 0.0
+    rate = sum(hard.values()) / total
+    spread = sum((hard[cluster] - rate * count) ** 2 for cluster, count in calls.items())
+    return math.sqrt(groups / (groups - 1) * spread) / total
+
+
 def recommend(front: Sequence[Candidate], *, miss_budget: float = MISS_BUDGET) -> Candidate | None:
-    """The candidate saving the most net tokens with at most `miss_budget` hard misses per call,
-    else the one with the fewest hard misses."""
-    within = [c for c in front if c.hard_miss_rate <= miss_budget]
+    """The candidate saving the most net tokens whose hard-miss rate stays within `miss_budget`
+    by one standard error (rate + hard_miss_error <= budget: the one-standard-error rule of
+    Breiman et al.'s CART, as glmnet's lambda.1se), else the one with the fewest hard misses.
+    Picking the best of many estimates on the same held-out tasks favours the one whose estimate
+    came out lucky; the margin is how much luck a rate measured on these tasks can hold."""
+    within = [c for c in front if c.hard_miss_rate + c.hard_miss_error <= miss_budget]
     if within:
         return max(within, key=lambda c: (c.net_saved_share, -c.hard_miss_rate, -c.recoverable_miss_rate))
     return min(front, key=lambda c: (c.hard_miss_rate, -c.net_saved_share)) if front else None
@@ -330,18 +380,36 @@ def _rules(fit: Sequence[ReplaySession], groups: Mapping[str, list[str]]) -> lis
     return rules
 
 
-def _weakly_ruled(catalog: Sequence[Mapping[str, Any]], fit: Sequence[ReplaySession], ranked: list[str],
-                  schema_tokens: Mapping[str, int]) -> list[str]:
-    """The tools that rules alone would miss, most missed per schema token first: rules learnt
-    on the older tasks of `fit`, replayed on its newer ones (nested in the fit sessions, so the
-    held-out ones stay unseen)."""
-    inner_fit, inner_held = grouped_split(fit)
+def _session_rules(fit: Sequence[ReplaySession], ranked: list[str]) -> tuple[dict[str, list[str]],
+                                                                           list[dict[str, Any]]]:
+    """Groups and per-session rules (`_groups`, `_rules`) learnt on `fit`."""
+    groups = _groups(fit, _by_coverage(fit, set(ranked)))
+    return groups, _rules(fit, groups)
+
+
+def _inclusive_request_rules(fit: Sequence[ReplaySession], known: set[str]) -> dict[str, Any]:
+    """The request rules that send the most (the loosest false discovery rate and precision, after
+    calls, the widest rule window) with tool_search always on, learnt on `fit`."""
+    alpha = max(FDR_ALPHAS)
+    groups, rules = request_rules([*word_associations(task_examples(fit), known=known, alpha=alpha),
+                                   *call_associations(fit, known=known, alpha=alpha)],
+                                  precision=min(RULE_PRECISIONS))
+    return _selection("context_rules", [SEARCH_TOOL_NAME], groups, rules, top_k=max(SEARCH_TOP_KS),
+                      rule_window=max(RULE_WINDOWS))
+
+
+def _missed_by(catalog: Sequence[Mapping[str, Any]], inner: tuple[list[ReplaySession], list[ReplaySession]],
+               ranked: list[str], schema_tokens: Mapping[str, int],
+               learn: Callable[[Sequence[ReplaySession]], dict[str, Any]]) -> list[str]:
+    """The tools that a selection `learn`t on the older tasks of the fit sessions (`inner`, their
+    own grouped split) misses hard on their newer ones, most missed per schema token first: what
+    neither its rules nor its search reach, and so what an always-on set is for. Nested in the
+    fit sessions, so the held-out ones stay unseen."""
+    inner_fit, inner_held = inner
     if not inner_fit or not inner_held:
         return []
-    groups = _groups(inner_fit, _by_coverage(inner_fit, set(ranked)))
-    selection = _selection("context_rules", [], groups, _rules(inner_fit, groups))
-    result = simulate(catalog, {"selection": selection}, inner_held, schema_tokens=schema_tokens)
-    missed = Counter(miss.tool for miss in result.misses if miss.tool in ranked)
+    result = simulate(catalog, {"selection": learn(inner_fit)}, inner_held, schema_tokens=schema_tokens)
+    missed = Counter(miss.tool for miss in result.misses if miss.kind == HARD and miss.tool in ranked)
     return sorted(missed, key=lambda name: (-missed[name] / max(1, schema_tokens.get(name, 1)), name))
 
 

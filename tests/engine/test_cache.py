@@ -17,6 +17,7 @@ from toolscope_agent.engine.cache import (
     anthropic_min_tokens,
     breakpoints,
     predict,
+    readable,
     rules_for,
 )
 
@@ -134,3 +135,10 @@ def test_agreement_counts_requests_that_reported_and_how_far_reads_are():
     assert (found.requests, found.exact) == (2, 1)
     assert (found.reported_read, found.predicted_read) == (2000, 2600)
     assert found.read_error == pytest.approx(0.3)
+
+
+def test_what_a_later_request_can_read_of_a_cached_prefix():
+    openai = rules_for("openai", "gpt-4o")
+    assert [readable(tokens, openai) for tokens in (1000, 1024, 1151, 1152, 2600)] == [0, 1024, 1024, 1152, 2560]
+    assert [readable(tokens, SONNET) for tokens in (1000, 2600)] == [0, 2600]
+    assert readable(5000, NO_CACHE) == 0

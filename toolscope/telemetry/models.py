@@ -241,6 +241,9 @@ class Turn(models.Model):
         null=True, blank=True, help_text="Of the cache writes, those with Anthropic's 1-hour TTL (billed 2x input).")
     latency_ms = models.PositiveIntegerField(null=True, blank=True)
     system_prompt_chars = models.PositiveIntegerField(null=True, blank=True)
+    # The system prompt's identity (SHA-256, first 16 hex digits; blank when only its size came):
+    # a prompt that changes between requests breaks the provider's cache (telemetry/services/costs.py).
+    system_prompt_hash = models.CharField(max_length=16, blank=True, default="", db_default="")
     task_message = models.TextField(blank=True, help_text="The user message that started the task.")
     # Text of the user/assistant messages new in this turn, kept for the budget (not tool outputs).
     messages = models.JSONField(default=list, blank=True)

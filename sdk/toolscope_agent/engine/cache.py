@@ -146,6 +146,16 @@ def breakpoints(blocks: Sequence[Block], *, system_end: int, system_ttl: float =
             if index in (system_end, last) else block for index, block in enumerate(blocks)]
 
 
+def readable(shared: int, rules: Rules) -> int:
+    """Of a prefix of `shared` tokens cached before, what a request sharing it reads: OpenAI counts
+    from its minimum in steps; Anthropic reads it whole (its breakpoints fix where prefixes end)."""
+    if shared < rules.min_tokens:
+        return 0
+    if rules.provider == OPENAI:
+        return rules.min_tokens + (shared - rules.min_tokens) // rules.step * rules.step
+    return shared if rules.provider == ANTHROPIC else 0
+
+
 def predict(requests: Iterable[Request], rules: Rules) -> list[CacheUse]:
     """Each request's CacheUse under `rules`, the requests in the order sent (one session, or one
     cache: requests of other sessions sharing a prefix share the provider's cache too)."""
@@ -242,9 +252,7 @@ class _OpenAI:
             if expires is not None and expires >= request.at:
                 shared = sums[index]
                 break
-        read = 0
-        if shared >= self.rules.min_tokens:
-            read = self.rules.min_tokens + (shared - self.rules.min_tokens) // self.rules.step * self.rules.step
+        read = readable(shared, self.rules)
         until = request.at + self.rules.retention
         for prefix in ids:
             self.cache[prefix] = until

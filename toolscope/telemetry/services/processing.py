@@ -9,6 +9,7 @@ constraints on (project, client_id) make every insert idempotent as well.
 from __future__ import annotations
 
 import enum
+import hashlib
 import logging
 import math
 from collections import defaultdict
@@ -307,12 +308,19 @@ def _turn_rows(project: Project, sessions: dict[str, Session], events: list[dict
             "cache_write_1h_tokens": event.get("usage", {}).get("cache_write_1h_tokens"),
             "latency_ms": round(event["latency_ms"]) if "latency_ms" in event else None,
             "system_prompt_chars": event.get("system_prompt_chars", len(event.get("system_prompt", "")) or None),
+            "system_prompt_hash": text_hash(event.get("system_prompt", "")),
             "task_message": event.get("task_message", ""), "messages": event.get("messages", []),
             "system_prompt_tokens": system, "new_message_tokens": messages, "created_at": now,
         }
         for pk, event, advertised, system, messages in zip(
             ids, events, sets, system_tokens, message_tokens, strict=True)
     ]
+
+
+def text_hash(text: str) -> str:
+    """A text's identity as turns keep it (Turn.system_prompt_hash): SHA-256's first 16 hex
+    digits; blank for no text."""
+    return hashlib.sha256(text.encode()).hexdigest()[:16] if text else ""
 
 
 def _turn_tokens(project: Project, events: list[dict[str, Any]]) -> tuple[list[int | None], list[int]]:

@@ -1,0 +1,245 @@
+"""What each recorded request cost in dollars, under the provider's prompt caching (issue 26,
+items 3 and 4).
+
+A session's requests are replayed through the engine's cache model (toolscope_agent.engine.
+cache), each rendered as the provider orders it from what its turn keeps:
+
+- **tools**: the advertised tool list (its `advertised_set`: equal lists, equal key) and its
+  schema tokens;
+- **system**: the system prompt (its hash, `system_prompt_hash`, or, when only its size came,
+  its token count) and its tokens;
+- **history**: the conversation, grown one block per request by what it added (messages, call
+  arguments and tool outputs since the previous request). A history that shrinks (compaction or
+  a rewritten conversation) is a new conversation from there: nothing after the system prompt
+  matches any more.
+
+Times are the turns' own; a transcript's turns carry none (`time_known` false) and are taken as
+sent back to back, within every TTL. Anthropic's breakpoints are assumed where the documented
+multi-turn pattern puts them (the end of the system prompt and the last message).
+
+**Billed**, per request: the provider's reported figures when it reported its cache reads
+(`cached_tokens`; Anthropic's writes, `cache_write_tokens`, of which `cache_write_1h_tokens`
+with the 1-hour TTL), its input less those uncached; else the prediction, its uncached part
+taken from the reported input when there is one. Dollars are the billed tokens of each kind at
+the model's price then (toolscope/prices.py: the project's own price, else genai-prices), plus
+the output; a model no source prices has no dollars (None), never zero.
+
+**By component**, per request: the prompt's tokens in render order (tools, system, messages,
+call arguments, tool outputs, then what the provider counted and no component explains) are
+laid over the billed kinds in the order a cache fills them (read, then 1-hour writes, then
+5-minute writes, then uncached), and each priced at its kind's price: the tool schemas at the
+head of the prompt are the first read and the first written again.
+
+**Cache breaks**: a request that reads less than the request before it left in the cache (what
+it read and wrote with Anthropic, what it sent with OpenAI) lost its cache: because its tool
+list changed ("tools changed"), its system prompt did ("system prompt changed"), its history
+was rewritten ("history rewritten"), or, nothing having changed, the cache expired between them
+("expired").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+from toolscope_agent.engine.cache import (
+    ANTHROPIC,
+    NONE,
+    Agreement,
+    Block,
+    CacheUse,
+    Request,
+    Rules,
+    agreement,
+    breakpoints,
+    predict,
+    readable,
+    rules_for,
+)
+
+from toolscope.prices import Price, model_price
+
+MILLION = Decimal(1_000_000)
+CENT = Decimal("0.01")
+# A turn's columns the costs read (with the turn's provider-reported usage).
+COST_FIELDS = ("id", "index", "model", "started_at", "time_known", "advertised_set_id", "schema_tokens",
+               "system_prompt_tokens", "system_prompt_hash", "message_tokens", "call_tokens", "tool_output_tokens",
+               "input_tokens", "output_tokens", "cached_tokens", "cache_write_tokens", "cache_write_1h_tokens")
+# Prompt components in render order; history ones split what the history block holds.
+PARTS = ("schema_tokens", "system_prompt_tokens", "message_tokens", "call_tokens", "tool_output_tokens")
+# The order a cache fills a prompt's billed kinds (Anthropic: a 1-hour breakpoint precedes 5-minute ones).
+KINDS = ("read", "write_1h", "write", "uncached")
+TOOLS_CHANGED, SYSTEM_CHANGED, HISTORY_REWRITTEN, EXPIRED = (
+    "tools changed", "system prompt changed", "history rewritten", "expired")
+
+
+@dataclass(frozen=True)
+class TurnCost:
+    """One request: its predicted cache use, what it was billed as, and its dollars."""
+
+    turn_id: int
+    predicted: CacheUse
+    billed: CacheUse
+    reported: bool  # billed is the provider's own report
+    output_tokens: int
+    dollars: Decimal | None  # None: no price for the model
+    components: dict[str, Decimal] = field(default_factory=dict)  # PARTS + "unattributed" + "output"
+    cache_break: str = ""
+    price: Price | None = None
+
+
+def session_costs(*, turns: Sequence[dict[str, Any]], overrides: Sequence[Any] = (),
+                  provider: str = "") -> list[TurnCost]:
+    """Each of a session's `turns` (dicts of COST_FIELDS, in session order from its first turn)
+    with its cost. `overrides`: the project's ModelPrice rows; `provider`: when the turns do not
+    say it by their model's name."""
+    requests, reasons = _requests(turns)
+    by_rules: dict[Rules, list[int]] = {}
+    for position, turn in enumerate(turns):
+        by_rules.setdefault(rules_for(provider, turn["model"] or ""), []).append(position)
+    predicted: list[CacheUse] = [CacheUse()] * len(turns)
+    for rules, positions in by_rules.items():
+        uses = predict([_marked(requests[position], rules) for position in positions], rules)
+        for position, use in zip(positions, uses, strict=True):
+            predicted[position] = use
+    prices: dict[tuple[str, Any], Price | None] = {}
+    costs = []
+    for position, turn in enumerate(turns):
+        model = turn["model"] or ""
+        when: datetime = turn["started_at"]
+        key = (model, when.date())
+        if key not in prices:
+            prices[key] = model_price(model=model, at=when, provider=provider, overrides=overrides) if model else None
+        billed, reported = _billed(turn, predicted[position])
+        price = prices[key]
+        output = turn["output_tokens"] or 0
+        dollars, components = _dollars(turn, billed, output, price)
+        rules = rules_for(provider, model)
+        costs.append(TurnCost(
+            turn_id=turn["id"], predicted=predicted[position], billed=billed, reported=reported, output_tokens=output,
+            dollars=dollars, components=components, price=price,
+            cache_break=_break(position, predicted, reasons, rules) if rules.provider != NONE else ""))
+    return costs
+
+
+def session_agreement(costs: Sequence[TurnCost]) -> Agreement:
+    """Predicted against reported cache reads and writes over the requests that reported them."""
+    return agreement([cost.predicted for cost in costs],
+                     [{"read": cost.billed.read, "write": cost.billed.write + cost.billed.write_1h}
+                      if cost.reported else {"read": None} for cost in costs])
+
+
+def total_dollars(costs: Sequence[TurnCost]) -> Decimal | None:
+    """The requests' dollars together; None when none is priced."""
+    priced = [cost.dollars for cost in costs if cost.dollars is not None]
+    return sum(priced, Decimal(0)) if priced else None
+
+
+def _requests(turns: Sequence[dict[str, Any]]) -> tuple[list[Request], list[str]]:
+    """Each turn as a cache Request, and what changed since the turn before it ("" for nothing
+    but the history growing)."""
+    requests, reasons = [], []
+    blocks: list[Block] = []  # the history so far
+    generation = 0
+    previous: dict[str, Any] | None = None
+    history_before = 0
+    for turn in turns:
+        history = sum(turn[part] or 0 for part in PARTS[2:])
+        tools = Block(f"tools:{turn['advertised_set_id']}", turn["schema_tokens"] or 0)
+        system = Block(f"system:{turn['system_prompt_hash'] or turn['system_prompt_tokens']}",
+                       turn["system_prompt_tokens"] or 0)
+        reason = ""
+        if previous is not None:
+            if previous["advertised_set_id"] != turn["advertised_set_id"]:
+                reason = TOOLS_CHANGED
+            elif system.key != f"system:{previous['system_prompt_hash'] or previous['system_prompt_tokens']}":
+                reason = SYSTEM_CHANGED
+        if history < history_before:  # the history shrank: a new one from here
+            generation += 1
+            blocks = []
+            history_before = 0
+            reason = reason or HISTORY_REWRITTEN
+        if history > history_before:
+            blocks.append(Block(f"history:{generation}:{turn['index']}:{len(blocks)}", history - history_before))
+            history_before = history
+        at = turn["started_at"].timestamp() if turn["time_known"] else 0.0
+        requests.append(Request(at, [tools, system, *blocks]))
+        reasons.append(reason)
+        previous = turn
+    return requests, reasons
+
+
+def _marked(request: Request, rules: Rules) -> Request:
+    """Anthropic's breakpoints where the agent is assumed to put them; other providers need none."""
+    if rules.provider != ANTHROPIC:
+        return request
+    return Request(request.at, breakpoints(request.blocks, system_end=1))
+
+
+def _billed(turn: dict[str, Any], predicted: CacheUse) -> tuple[CacheUse, bool]:
+    reported_input = turn["input_tokens"]
+    if turn["cached_tokens"] is not None and reported_input is not None:
+        write = turn["cache_write_tokens"] or 0
+        write_1h = min(turn["cache_write_1h_tokens"] or 0, write)
+        read = turn["cached_tokens"]
+        return CacheUse(read=read, write=write - write_1h, write_1h=write_1h,
+                        uncached=max(0, reported_input - read - write)), True
+    if reported_input is None:
+        return predicted, False
+    cached = min(reported_input, predicted.read + predicted.write + predicted.write_1h)
+    scale = cached / (predicted.read + predicted.write + predicted.write_1h) if cached else 0
+    read = round(predicted.read * scale)
+    write_1h = round(predicted.write_1h * scale)
+    write = cached - read - write_1h
+    return CacheUse(read=read, write=write, write_1h=write_1h, uncached=reported_input - cached), False
+
+
+def _dollars(turn: dict[str, Any], billed: CacheUse, output: int,
+             price: Price | None) -> tuple[Decimal | None, dict[str, Decimal]]:
+    if price is None:
+        return None, {}
+    size = billed.input_tokens
+    uncached, output_rate = price.of("input", size), price.of("output", size)
+    if uncached is None or output_rate is None:
+        return None, {}
+    # A cache price the source does not give is taken as the input price (unknown is not free).
+    write = price.of("cache_write", size) or uncached
+    rates = {"read": price.of("cache_read", size) or uncached, "write_1h": price.of("cache_write_1h", size) or write,
+             "write": write, "uncached": uncached}
+    # Lay the components over the kinds in the order the cache fills them.
+    parts = [(part, turn[part] or 0) for part in PARTS]
+    parts.append(("unattributed", max(0, size - sum(tokens for _, tokens in parts))))
+    zones = [(kind, getattr(billed, kind)) for kind in KINDS]
+    components: dict[str, Decimal] = {}
+    zone, left = 0, zones[0][1]
+    for part, tokens in parts:
+        amount = Decimal(0)
+        while tokens > 0 and zone < len(zones):
+            if left == 0:
+                zone += 1
+                left = zones[zone][1] if zone < len(zones) else 0
+                continue
+            taken = min(tokens, left)
+            amount += taken * rates[zones[zone][0]]
+            tokens -= taken
+            left -= taken
+        components[part] = amount / MILLION
+    components["output"] = output * output_rate / MILLION
+    dollars = (sum((getattr(billed, kind) * rates[kind] for kind in KINDS), Decimal(0))
+               + output * output_rate) / MILLION
+    return dollars, components
+
+
+def _break(position: int, predicted: Sequence[CacheUse], reasons: Sequence[str], rules: Rules) -> str:
+    """Why this request read less than the request before it left cached, or "": what that request
+    read or wrote (Anthropic) or sent (OpenAI), as a request re-sending it would read it."""
+    if position == 0:
+        return ""
+    before = predicted[position - 1]
+    left = before.read + before.write + before.write_1h if rules.provider == ANTHROPIC else before.input_tokens
+    if predicted[position].read >= readable(left, rules) or not readable(left, rules):
+        return ""
+    return reasons[position] or EXPIRED

@@ -142,3 +142,37 @@ def test_what_a_later_request_can_read_of_a_cached_prefix():
     assert [readable(tokens, openai) for tokens in (1000, 1024, 1151, 1152, 2600)] == [0, 1024, 1024, 1152, 2560]
     assert [readable(tokens, SONNET) for tokens in (1000, 2600)] == [0, 2600]
     assert readable(5000, NO_CACHE) == 0
+
+
+def test_the_hints_that_keep_a_long_session_linear_change_no_figure():
+    """A session that grows, changes its tools, rewrites its history and waits past the TTLs,
+    predicted with `marks` and `shared` given and without them (every block walked), alike."""
+    import random
+
+    rng = random.Random(7)
+    hinted, plain = [], []
+    history: list[Block] = []
+    tools, at, before = "t0", 0.0, 0
+    for n in range(120):
+        at += rng.choice((5, 30, 400, 700))
+        head = [Block(tools, 1500), Block("system", 300)]
+        shared = 2 + len(history) if before else 0
+        if rng.random() < 0.05:
+            tools, shared = f"t{n}", 0
+            head = [Block(tools, 1500), Block("system", 300)]
+        if rng.random() < 0.05:
+            history, shared = [], min(shared, 2)
+        history.append(Block(f"m{n}", rng.randint(1, 400)))
+        blocks = [*head, *history]
+        hinted.append(Request(at, blocks, marks=(1, len(blocks) - 1), shared=shared))
+        plain.append(Request(at, breakpoints(blocks, system_end=1)))
+        before = len(blocks)
+    for rules in (SONNET, rules_for("openai", "gpt-4o"), NO_CACHE):
+        assert predict(hinted, rules) == predict(plain, rules)
+    assert {use.read > 0 for use in predict(hinted, SONNET)} == {True, False}
+    # A hint whose last shared block differs is ignored: every block is walked.
+    first = Request(0, breakpoints([Block("tools", 1500), Block("system", 300), Block("m0", 50)], system_end=1))
+    edited = breakpoints([Block("tools", 1500), Block("system", 300), Block("m0 edited", 50), Block("m1", 50)],
+                         system_end=1)
+    assert predict([first, Request(10, edited, shared=3)], SONNET) == predict([first, Request(10, edited)], SONNET)
+    assert predict([first, Request(10, edited, shared=3)], SONNET)[1] == CacheUse(read=1800, write=100)

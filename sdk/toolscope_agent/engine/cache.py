@@ -79,10 +79,17 @@ class Block:
 
 @dataclass(frozen=True)
 class Request:
-    """A request's prompt, as blocks in the provider's order, sent at `at` (seconds)."""
+    """A request's prompt, as blocks in the provider's order, sent at `at` (seconds).
+
+    Two hints keep a long session linear: `marks`, the indices of the blocks with breakpoints
+    (else the blocks are scanned for them), and `shared`, how many leading blocks equal those of
+    the request before it in the same `predict` call (their prefixes are not walked again; a
+    hint whose last block's key differs is ignored)."""
 
     at: float
     blocks: Sequence[Block]
+    marks: Sequence[int] | None = None
+    shared: int = 0
 
 
 @dataclass(frozen=True)
@@ -163,26 +170,44 @@ def predict(requests: Iterable[Request], rules: Rules) -> list[CacheUse]:
         return _Anthropic(rules).run(requests)
     if rules.provider == OPENAI:
         return _OpenAI(rules).run(requests)
-    return [CacheUse(uncached=sum(block.tokens for block in request.blocks)) for request in requests]
+    prefixes = _Prefixes()
+    return [CacheUse(uncached=sums[-1] if (sums := prefixes.of(request)[1]) else 0) for request in requests]
 
 
 class _Prefixes:
     """Prefix ids: a small int per distinct sequence of block keys, so equal prefixes of any two
-    requests have equal ids without hashing their whole text."""
+    requests have equal ids without hashing their whole text. Holds the last request's ids and
+    running token sums, extended in place from what the next request shares with it."""
 
     def __init__(self) -> None:
         self.ids: dict[tuple[int, str], int] = {}
+        self.chain: list[int] = []
+        self.sums: list[int] = []
+        self.keys: list[str] = []
+        self.shared = 0  # the last request's leading blocks taken from the one before it
 
-    def of(self, blocks: Sequence[Block]) -> tuple[list[int], list[int]]:
-        """(prefix id after each block, tokens up to and including each block)."""
-        ids, sums = [], []
-        previous, total = -1, 0
-        for block in blocks:
+    def of(self, request: Request) -> tuple[list[int], list[int]]:
+        """(prefix id after each block, tokens up to and including each block) of `request`."""
+        blocks, shared = request.blocks, max(0, request.shared)
+        if shared > min(len(self.chain), len(blocks)) or (shared and self.keys[shared - 1] != blocks[shared - 1].key):
+            shared = 0
+        del self.chain[shared:], self.sums[shared:], self.keys[shared:]
+        self.shared = shared
+        previous = self.chain[-1] if self.chain else -1
+        total = self.sums[-1] if self.sums else 0
+        for block in blocks[shared:]:
             previous = self.ids.setdefault((previous, block.key), len(self.ids))
             total += block.tokens
-            ids.append(previous)
-            sums.append(total)
-        return ids, sums
+            self.chain.append(previous)
+            self.sums.append(total)
+            self.keys.append(block.key)
+        return self.chain, self.sums
+
+
+def _marks(request: Request) -> list[int]:
+    if request.marks is not None:
+        return sorted({index for index in request.marks if 0 <= index < len(request.blocks)})[:MAX_BREAKPOINTS]
+    return [index for index, block in enumerate(request.blocks) if block.breakpoint][:MAX_BREAKPOINTS]
 
 
 class _Anthropic:
@@ -200,10 +225,9 @@ class _Anthropic:
 
     def one(self, request: Request) -> CacheUse:
         blocks = request.blocks
-        ids, sums = self.prefixes.of(blocks)
+        ids, sums = self.prefixes.of(request)
         total = sums[-1] if sums else 0
-        marks = [index for index, block in enumerate(blocks) if block.breakpoint][:MAX_BREAKPOINTS]
-        marks = [index for index in marks if sums[index] >= self.rules.min_tokens]
+        marks = [index for index in _marks(request) if sums[index] >= self.rules.min_tokens]
         if not marks:
             return CacheUse(uncached=total)
         hit = -1
@@ -233,6 +257,11 @@ class _Anthropic:
 
 
 class _OpenAI:
+    """Every prefix a request sends is cached until `retention` after; a request refreshes the
+    prefixes it sends. Kept linear: a request looks for a live prefix among the blocks after
+    what it shares with the request before (and that request's whole prompt), then among the
+    first LOOKBACK blocks (where a rewritten conversation returns to), and refreshes those."""
+
     def __init__(self, rules: Rules) -> None:
         self.rules = rules
         self.prefixes = _Prefixes()
@@ -242,20 +271,22 @@ class _OpenAI:
         return [self.one(request) for request in requests]
 
     def one(self, request: Request) -> CacheUse:
-        ids, sums = self.prefixes.of(request.blocks)
+        ids, sums = self.prefixes.of(request)
         total = sums[-1] if sums else 0
         if total < self.rules.min_tokens:
             return CacheUse(uncached=total)
+        tail = self.prefixes.shared
+        head = min(LOOKBACK, len(ids))
         shared = 0
-        for index in range(len(ids) - 1, -1, -1):
+        for index in (*range(len(ids) - 1, max(-1, tail - 2), -1), *range(min(head, tail - 1) - 1, -1, -1)):
             expires = self.cache.get(ids[index])
             if expires is not None and expires >= request.at:
                 shared = sums[index]
                 break
         read = readable(shared, self.rules)
         until = request.at + self.rules.retention
-        for prefix in ids:
-            self.cache[prefix] = until
+        for index in (*range(max(0, tail - 1), len(ids)), *range(head)):
+            self.cache[ids[index]] = until
         return CacheUse(read=read, uncached=total - read)
 
 

@@ -43,7 +43,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
-from typing import Any
+from typing import Any, overload
 
 from toolscope_agent.engine.cache import (
     ANTHROPIC,
@@ -54,7 +54,6 @@ from toolscope_agent.engine.cache import (
     Request,
     Rules,
     agreement,
-    breakpoints,
     predict,
     readable,
     rules_for,
@@ -96,13 +95,18 @@ def session_costs(*, turns: Sequence[dict[str, Any]], overrides: Sequence[Any] =
     """Each of a session's `turns` (dicts of COST_FIELDS, in session order from its first turn)
     with its cost. `overrides`: the project's ModelPrice rows; `provider`: when the turns do not
     say it by their model's name."""
-    requests, reasons = _requests(turns)
+    rules_of = [rules_for(provider, turn["model"] or "") for turn in turns]
+    requests, reasons = _requests(turns, rules_of)
     by_rules: dict[Rules, list[int]] = {}
-    for position, turn in enumerate(turns):
-        by_rules.setdefault(rules_for(provider, turn["model"] or ""), []).append(position)
+    for position, rules in enumerate(rules_of):
+        by_rules.setdefault(rules, []).append(position)
     predicted: list[CacheUse] = [CacheUse()] * len(turns)
     for rules, positions in by_rules.items():
-        uses = predict([_marked(requests[position], rules) for position in positions], rules)
+        # A model switch mid-session leaves each provider's cache to its own requests; the
+        # `shared` hints hold only between consecutive requests, so a mixed session drops them.
+        uses = predict([requests[position] if len(positions) == len(turns) else
+                        Request(requests[position].at, requests[position].blocks, requests[position].marks)
+                        for position in positions], rules)
         for position, use in zip(positions, uses, strict=True):
             predicted[position] = use
     prices: dict[tuple[str, Any], Price | None] = {}
@@ -117,7 +121,7 @@ def session_costs(*, turns: Sequence[dict[str, Any]], overrides: Sequence[Any] =
         price = prices[key]
         output = turn["output_tokens"] or 0
         dollars, components = _dollars(turn, billed, output, price)
-        rules = rules_for(provider, model)
+        rules = rules_of[position]
         costs.append(TurnCost(
             turn_id=turn["id"], predicted=predicted[position], billed=billed, reported=reported, output_tokens=output,
             dollars=dollars, components=components, price=price,
@@ -138,45 +142,68 @@ def total_dollars(costs: Sequence[TurnCost]) -> Decimal | None:
     return sum(priced, Decimal(0)) if priced else None
 
 
-def _requests(turns: Sequence[dict[str, Any]]) -> tuple[list[Request], list[str]]:
-    """Each turn as a cache Request, and what changed since the turn before it ("" for nothing
-    but the history growing)."""
+class _Blocks(Sequence[Block]):
+    """A request's blocks without copying its history: the head (tools, system) and the first
+    `length` blocks of the session's history list, which later requests extend in place."""
+
+    def __init__(self, head: tuple[Block, Block], history: list[Block], length: int) -> None:
+        self.head, self.history, self.length = head, history, length
+
+    def __len__(self) -> int:
+        return 2 + self.length
+
+    @overload
+    def __getitem__(self, index: int) -> Block: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Block]: ...
+    def __getitem__(self, index: int | slice) -> Block | Sequence[Block]:
+        if isinstance(index, slice):
+            start, stop, step = index.indices(len(self))
+            if step != 1:
+                return [self[position] for position in range(start, stop, step)]
+            return [*self.head[start:stop], *self.history[max(0, start - 2):max(0, stop - 2)]]
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError(index)
+        return self.head[index] if index < 2 else self.history[index - 2]
+
+
+def _requests(turns: Sequence[dict[str, Any]], rules: Sequence[Rules]) -> tuple[list[Request], list[str]]:
+    """Each turn as a cache Request (with Anthropic's breakpoints where `rules` say Anthropic, and
+    what it shares with the turn before as a hint: linear in the session's length), and what
+    changed since the turn before it ("" for nothing but the history growing)."""
     requests, reasons = [], []
-    blocks: list[Block] = []  # the history so far
+    history: list[Block] = []
     generation = 0
-    previous: dict[str, Any] | None = None
+    previous: tuple[Block, Block] | None = None
     history_before = 0
-    for turn in turns:
-        history = sum(turn[part] or 0 for part in PARTS[2:])
-        tools = Block(f"tools:{turn['advertised_set_id']}", turn["schema_tokens"] or 0)
-        system = Block(f"system:{turn['system_prompt_hash'] or turn['system_prompt_tokens']}",
-                       turn["system_prompt_tokens"] or 0)
+    for turn, turn_rules in zip(turns, rules, strict=True):
+        size = sum(turn[part] or 0 for part in PARTS[2:])
+        head = (Block(f"tools:{turn['advertised_set_id']}", turn["schema_tokens"] or 0),
+                Block(f"system:{turn['system_prompt_hash'] or turn['system_prompt_tokens']}",
+                      turn["system_prompt_tokens"] or 0))
         reason = ""
-        if previous is not None:
-            if previous["advertised_set_id"] != turn["advertised_set_id"]:
-                reason = TOOLS_CHANGED
-            elif system.key != f"system:{previous['system_prompt_hash'] or previous['system_prompt_tokens']}":
-                reason = SYSTEM_CHANGED
-        if history < history_before:  # the history shrank: a new one from here
+        if previous is not None and previous[0].key != head[0].key:
+            reason = TOOLS_CHANGED
+        elif previous is not None and previous[1].key != head[1].key:
+            reason = SYSTEM_CHANGED
+        shared = 2 + len(history) if previous == head else 0
+        if size < history_before:  # the history shrank: a new one from here
             generation += 1
-            blocks = []
-            history_before = 0
+            history, history_before = [], 0
+            shared = min(shared, 2)
             reason = reason or HISTORY_REWRITTEN
-        if history > history_before:
-            blocks.append(Block(f"history:{generation}:{turn['index']}:{len(blocks)}", history - history_before))
-            history_before = history
+        if size > history_before:
+            history.append(Block(f"history:{generation}:{len(history)}", size - history_before))
+            history_before = size
+        blocks = _Blocks(head, history, len(history))
+        marks = (1, len(blocks) - 1) if turn_rules.provider == ANTHROPIC else None
         at = turn["started_at"].timestamp() if turn["time_known"] else 0.0
-        requests.append(Request(at, [tools, system, *blocks]))
+        requests.append(Request(at, blocks, marks=marks, shared=shared))
         reasons.append(reason)
-        previous = turn
+        previous = head
     return requests, reasons
-
-
-def _marked(request: Request, rules: Rules) -> Request:
-    """Anthropic's breakpoints where the agent is assumed to put them; other providers need none."""
-    if rules.provider != ANTHROPIC:
-        return request
-    return Request(request.at, breakpoints(request.blocks, system_end=1))
 
 
 def _billed(turn: dict[str, Any], predicted: CacheUse) -> tuple[CacheUse, bool]:

@@ -13,6 +13,7 @@ from django.db.models.fields.json import KT
 from toolscope.telemetry.models import Session, ToolCall, Turn
 from toolscope.telemetry.retention import days_of, days_within
 from toolscope.telemetry.selectors import call_values
+from toolscope.telemetry.services.costs import COST_FIELDS
 
 PAGE_SIZE = 50
 SESSION_COLUMNS = ("id", "client_id", "agent_name", "model", "started_at", "ended_at", "turn_count",
@@ -101,6 +102,16 @@ def session_turns(*, session: Session) -> list[dict[str, Any]]:
     the tokens no component explains: one query, in the session's day partitions."""
     return _unattributed(list(Turn.objects.filter(days_within(days_of([session])), session_id=session.pk)
                               .order_by("index").values(*TURN_COLUMNS)))
+
+
+def session_cost_turns(*, session: Session, upto_index: int | None = None) -> list[dict[str, Any]]:
+    """What pricing the session's requests reads (telemetry/services/costs.COST_FIELDS), from its
+    first turn (a cache's state depends on every request before) to `upto_index` (all: None),
+    in the order they were sent: one query, in the session's day partitions."""
+    turns = Turn.objects.filter(days_within(days_of([session])), session_id=session.pk)
+    if upto_index is not None:
+        turns = turns.filter(index__lte=upto_index)
+    return list(turns.order_by("index", "started_at", "id").values(*COST_FIELDS))
 
 
 def _unattributed(turns: list[dict[str, Any]]) -> list[dict[str, Any]]:

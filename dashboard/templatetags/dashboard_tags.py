@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from decimal import Decimal
 from typing import Any
 
 from django import template
@@ -38,6 +39,16 @@ def pct(value: Any, digits: int = 1) -> str:
     if value is None:
         return DASH
     return f"{value * 100:.{digits}f}%"
+
+
+@register.filter
+def usd(value: Any) -> str:
+    """Dollars: $1,234.56 from a dollar on, else to a hundredth of a cent ($0.0105); unpriced
+    (None) as a dash, never $0."""
+    if value is None:
+        return DASH
+    amount = Decimal(value)
+    return f"${amount:,.2f}" if abs(amount) >= 1 else f"${amount:.4f}"
 
 
 @register.filter

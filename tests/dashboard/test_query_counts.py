@@ -127,7 +127,8 @@ def test_a_session_page_costs_the_same_for_3_calls_as_for_30(viewer_client, proj
 @pytest.mark.django_db
 def test_page_query_counts_are_pinned(viewer_client, pages):
     # session + user + project/membership + the page's selectors + the switcher's projects. Tool
-    # usage is two: the hours' sums, and their duration sketches merged.
+    # usage is two: the hours' sums, and their duration sketches merged. A session's cost is two:
+    # its turns from the first (a cache depends on every request before), and the project's prices.
     expected = {"overview": 8, "tools": 7, "tools_csv": 6, "sessions": 6, "sessions_csv": 4, "keys": 5, "tool": 10,
-                "session": 7}
+                "session": 9}
     assert {name: _count(viewer_client, url) for name, url in pages.items()} == expected

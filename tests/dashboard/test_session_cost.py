@@ -1,0 +1,118 @@
+"""A session's page in dollars (issue 26, item 4): events posted over REST and processed by the
+worker's service, then each request's $ checked against a reference worked out by hand from
+Anthropic's published rules and Claude Sonnet 4.5's prices ($3 input, $15 output, $0.30 cache
+read, $3.75 5-minute cache write per million tokens)."""
+
+from __future__ import annotations
+
+import csv
+import io
+from datetime import timedelta
+from decimal import Decimal
+
+import pytest
+from django.urls import reverse
+from django.utils import timezone
+
+from tests.api.conftest import KeyClient
+from tests.factories import make_key
+from toolscope.telemetry.models import IngestBatch, ModelPrice, Turn
+from toolscope.telemetry.services.processing import batch_process
+
+TOOLS = [{"name": "read_file", "description": "Read a file from the workspace.",
+          "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}}},
+         {"name": "edit_file", "description": "Replace text in a file.",
+          "input_schema": {"type": "object", "properties": {"path": {"type": "string"}, "old": {"type": "string"},
+                                                            "new": {"type": "string"}}}}]
+MORE = [*TOOLS, {"name": "run_tests", "description": "Run the test suite and report failures.",
+                 "input_schema": {"type": "object", "properties": {"pattern": {"type": "string"}}}}]
+SYSTEM = "You are a careful coding agent. " + " ".join(f"Rule {n}: keep the change small and tested." for n in range(150))
+
+
+def million(*terms: tuple[int, str]) -> Decimal:
+    return sum((Decimal(tokens) * Decimal(price) for tokens, price in terms), Decimal(0)) / 1_000_000
+
+
+@pytest.fixture
+def priced_session(project):
+    start = timezone.now().replace(microsecond=0) - timedelta(hours=1)
+
+    def turn(index, seconds, tools, message, usage):
+        return {"type": "turn", "id": f"t{index}", "session_id": "s1", "index": index, "model": "claude-sonnet-4-5",
+                "timestamp": (start + timedelta(seconds=seconds)).isoformat(), "tools": tools,
+                "system_prompt": SYSTEM, "messages": [{"role": "user", "content": message}], "usage": usage}
+
+    events = [{"type": "session", "id": "s1", "agent_name": "coder", "model": "claude-sonnet-4-5",
+               "timestamp": start.isoformat()},
+              # The provider reported this one's cache: billed as reported.
+              turn(0, 0, TOOLS, "Fix the failing import in app.py",
+                   {"input_tokens": 3000, "output_tokens": 100, "cached_tokens": 0, "cache_write_tokens": 2900}),
+              # These report output only: billed as the cache model predicts.
+              turn(1, 30, TOOLS, "Now run it again and tell me what changed in the output", {"output_tokens": 50}),
+              turn(2, 60, MORE, "Run the tests", {"output_tokens": 20})]
+    response = KeyClient(make_key(project, scopes=["ingest"]).secret).post_json("/api/v1/ingest", {"events": events})
+    assert response.status_code == 202 and response.json()["rejected"] == 0, response.json()
+    for batch_id in IngestBatch.objects.values_list("pk", flat=True):
+        batch_process(batch_id=batch_id)
+    return {turn.index: turn for turn in Turn.objects.filter(project=project).order_by("index")}
+
+
+def expected(turns):
+    """Each request's dollars from the rules: breakpoints on the system prompt and the last
+    message; what the request before wrote is read within 5 minutes; a new tool list heads a new
+    prefix, so everything is written again."""
+    t0, t1, t2 = turns[0], turns[1], turns[2]
+    history = {index: (t.message_tokens or 0) + (t.call_tokens or 0) + (t.tool_output_tokens or 0)
+               for index, t in turns.items()}
+    head = t0.schema_tokens + t0.system_prompt_tokens
+    assert head >= 1024  # Sonnet 4.5 caches prefixes from 1,024 tokens
+    first = million((3000 - 2900, "3"), (2900, "3.75"), (100, "15"))
+    second = million((head + history[0], "0.30"), (history[1] - history[0], "3.75"), (50, "15"))
+    third = million((t2.schema_tokens + t2.system_prompt_tokens + history[2], "3.75"), (20, "15"))
+    return [first, second, third]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_each_request_is_priced_as_the_providers_rules_bill_it(viewer_client, project, priced_session):
+    response = viewer_client.get(reverse("dashboard:session", args=[project.slug, "s1"]))
+    assert response.status_code == 200
+    cost = response.context["cost"]
+    want = expected(priced_session)
+    shown = {turn["index"]: turn for turn in response.context["turns"]}
+    assert [shown[index]["usd"] for index in range(3)] == want
+    assert [round(value, 4) for value in want] == [Decimal("0.0127"), *(round(value, 4) for value in want[1:])]
+    assert cost["total"] == sum(want)
+    assert [shown[index]["billed_as"] for index in range(3)] == ["reported", "predicted", "predicted"]
+    assert cost["breaks"] == [(2, "tools changed")]
+    assert cost["sources"] == ["genai-prices 0.2.3"]
+    # The one request that reported its cache is compared with what the model predicted.
+    head = priced_session[0].schema_tokens + priced_session[0].system_prompt_tokens
+    assert cost["agreement"].requests == 1 and cost["agreement"].reported_write == 2900
+    assert cost["agreement"].predicted_write == head + priced_session[0].message_tokens
+    body = response.content.decode()
+    assert "1 cache break" in body and "turn 2</a> (tools changed)" in body and "$0.0127" in body
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_project_price_reprices_the_page_and_the_csv(viewer_client, project, priced_session):
+    ModelPrice.objects.create(project=project, model="claude-sonnet-4-5", input_mtok=Decimal("1"),
+                              output_mtok=Decimal("5"), cache_read_mtok=Decimal("0.1"),
+                              cache_write_mtok=Decimal("1.25"), valid_from=timezone.now() - timedelta(days=1),
+                              note="negotiated")
+    response = viewer_client.get(reverse("dashboard:session", args=[project.slug, "s1"]))
+    assert response.context["cost"]["sources"] == ["project price: negotiated"]
+    assert response.context["turns"][0]["usd"] == million((100, "1"), (2900, "1.25"), (100, "5"))
+    exported = viewer_client.get(reverse("dashboard:session_turns_csv", args=[project.slug, "s1"]))
+    rows = list(csv.DictReader(io.StringIO(b"".join(exported.streaming_content).decode()
+                                           if exported.streaming else exported.content.decode())))
+    assert [row["cache_break"] for row in rows] == ["", "", "tools changed"]
+    assert Decimal(rows[0]["usd"]) == million((100, "1"), (2900, "1.25"), (100, "5"))
+    assert rows[0]["billed_as"] == "reported" and rows[0]["price_source"] == "project price: negotiated"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_unknown_model_is_shown_unpriced_not_free(viewer_client, project, priced_session):
+    Turn.objects.filter(project=project).update(model="house-model-9")
+    response = viewer_client.get(reverse("dashboard:session", args=[project.slug, "s1"]))
+    assert response.context["cost"]["total"] is None and response.context["cost"]["unpriced"] == 3
+    assert "3 unpriced" in response.content.decode()

@@ -2,6 +2,7 @@
 
 Every assistant message is one model request. Its `tool_use` blocks are answered by `tool_result`
 blocks of a later user message that name the call in `tool_use_id`.
+An assistant message's `usage` (the response's, as hosts store it) is its request's usage.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ def _message(builder: ConversationBuilder, message: JSON, role: str, path: str) 
     text = content_text(content, f"{path}.content")
     if role == "assistant":
         builder.start_turn()
+        builder.usage(message.get("usage"), f"{path}.usage")
         builder.assistant(text)
     else:
         builder.user(text)

@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from toolscope_agent.engine.schemas import normalize_tool
+from toolscope_agent.engine.usage import provider_usage
 
 JSON = dict[str, Any]
 # The times an event may carry, as the ingest validation holds them
@@ -157,6 +158,7 @@ class Turn:
     system_prompt: str
     messages: list[dict[str, str]] = field(default_factory=list)
     calls: list[ToolCall] = field(default_factory=list)
+    usage: dict[str, int] = field(default_factory=dict)  # the provider's usage of this request, when stored
 
 
 @dataclass
@@ -189,6 +191,12 @@ class ConversationBuilder:
         """A model request: everything said since the previous one is new at this turn."""
         self.turns.append(Turn(self._system_text, self._pending))
         self._pending = []
+
+    def usage(self, raw: Any, path: str) -> None:
+        """The provider's usage of the current request, as a host stores it beside the assistant
+        message it produced (Claude Code's transcripts do): Anthropic's or OpenAI's shape."""
+        if raw is not None:
+            self.turns[-1].usage = provider_usage(expect_object(raw, path))
 
     def assistant(self, text: str) -> None:
         if text:

@@ -102,6 +102,8 @@ def _turn_event(turn: Turn, index: int, tools: list[JSON] | None, session: Sessi
     if task is not None:
         event["task_message"] = task
     event["messages"] = [dict(message) for message in turn.messages]
+    if turn.usage:
+        event["usage"] = dict(turn.usage)
     return event
 
 

@@ -2,6 +2,7 @@
 
 Every assistant message is one model request. Its `tool_calls` are answered by later `tool`
 messages that name the call in `tool_call_id`.
+An assistant message's `usage` (the response's, as hosts store it) is its request's usage.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ def _user(builder: ConversationBuilder, message: JSON, path: str) -> None:
 
 def _assistant(builder: ConversationBuilder, message: JSON, path: str) -> None:
     builder.start_turn()
+    builder.usage(message.get("usage"), f"{path}.usage")
     texts = [content_text(message.get("content"), f"{path}.content")]
     if message.get("refusal") is not None:
         texts.append(expect_str(message["refusal"], f"{path}.refusal"))

@@ -12,6 +12,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from .engine.schemas import normalize_tool, schema_hash
+from .engine.usage import provider_usage
 
 Event = dict[str, Any]
 
@@ -179,55 +180,8 @@ def messages(items: Iterable[Any]) -> list[dict[str, str]]:
     return out
 
 
-def _count(value: Any) -> int | None:
-    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-        return None
-    return int(value)
-
-
 def usage(value: Any) -> dict[str, int]:
-    """Provider usage as `{input_tokens, output_tokens, cached_tokens, cache_write_tokens,
-    cache_write_1h_tokens}`.
-
-    OpenAI Chat (`prompt_tokens`, `completion_tokens`, `prompt_tokens_details.cached_tokens`),
-    OpenAI Responses (`input_tokens_details.cached_tokens`) and Anthropic (`input_tokens` plus
-    `cache_read_input_tokens` and `cache_creation_input_tokens`, summed so that `input_tokens`
-    is the whole prompt as with OpenAI) are recognised; toolscope's own keys pass through. Cache
-    reads (`cached_tokens`) and writes (`cache_write_tokens`, Anthropic's creation tokens; of them
-    `cache_write_1h_tokens`, its `cache_creation.ephemeral_1h_input_tokens`) stay apart: they are
-    billed at different prices.
-    """
+    """A provider SDK's usage object (or plain data) in toolscope's terms (engine/usage.py); its
+    details (`prompt_tokens_details`, `cache_creation`...) may be SDK objects too."""
     raw = plain(value)
-    if not isinstance(raw, dict):
-        return {}
-    out: dict[str, int] = {}
-    input_tokens = _count(raw.get("input_tokens", raw.get("prompt_tokens")))
-    output_tokens = _count(raw.get("output_tokens", raw.get("completion_tokens")))
-    cached = _count(raw.get("cached_tokens"))
-    for details_key in ("prompt_tokens_details", "input_tokens_details"):
-        details = plain(raw.get(details_key))
-        if cached is None and isinstance(details, dict):
-            cached = _count(details.get("cached_tokens"))
-    cache_read = _count(raw.get("cache_read_input_tokens"))
-    cache_write = _count(raw.get("cache_creation_input_tokens"))
-    creation = plain(raw.get("cache_creation"))
-    write_1h = _count(creation.get("ephemeral_1h_input_tokens")) if isinstance(creation, dict) else None
-    if write_1h is None:
-        write_1h = _count(raw.get("cache_write_1h_tokens"))
-    if cache_read is not None or cache_write is not None:
-        input_tokens = (input_tokens or 0) + (cache_read or 0) + (cache_write or 0)
-        if cached is None:
-            cached = cache_read or 0
-    if input_tokens is not None:
-        out["input_tokens"] = input_tokens
-    if output_tokens is not None:
-        out["output_tokens"] = output_tokens
-    if cached is not None:
-        out["cached_tokens"] = cached
-    if cache_write is None:
-        cache_write = _count(raw.get("cache_write_tokens"))
-    if cache_write is not None:
-        out["cache_write_tokens"] = cache_write
-    if write_1h is not None:
-        out["cache_write_1h_tokens"] = write_1h
-    return out
+    return provider_usage({key: plain(item) for key, item in raw.items()} if isinstance(raw, dict) else raw)

@@ -141,3 +141,40 @@ def test_each_turn_stores_its_own_task_but_counts_only_its_new_messages(api):
     assert [task for task, _, _ in turns] == [first] * 6 + [second] * 2
     assert [tokens > 0 for _, messages, tokens in turns] == [bool(messages) for _, messages, _ in turns]
     assert [index for index, (_, messages, _) in enumerate(turns) if not messages] == [1, 3, 4]
+
+
+@pytest.mark.django_db
+def test_usage_stored_beside_an_assistant_message_is_the_turns_usage(api):
+    """Hosts that keep the response's usage next to the message it produced (Claude Code's
+    transcripts do) give each request its provider figures, cache reads and writes apart: in
+    Anthropic's shape (input excludes the cache) and OpenAI's (prompt tokens include it)."""
+    anthropic = {"format": "anthropic", "session_id": "usage-a", "model": "claude-sonnet-4-5", "system": "Be brief.",
+                 "messages": [
+                     {"role": "user", "content": "hi"},
+                     {"role": "assistant", "content": "hello", "usage": {
+                         "input_tokens": 12, "output_tokens": 30, "cache_read_input_tokens": 2000,
+                         "cache_creation_input_tokens": 150, "cache_creation": {"ephemeral_1h_input_tokens": 50,
+                                                                                "ephemeral_5m_input_tokens": 100}}},
+                     {"role": "user", "content": "again"},
+                     {"role": "assistant", "content": "hello again"}]}
+    chat = {"format": "openai_chat", "session_id": "usage-o", "model": "gpt-4o", "messages": [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": "hello", "usage": {
+            "prompt_tokens": 1500, "completion_tokens": 20, "prompt_tokens_details": {"cached_tokens": 1024}}}]}
+    for body in (anthropic, chat):
+        response = api.post_json(URL, body)
+        assert response.status_code == 202, response.json()
+    process_all()
+    first, second = Turn.objects.filter(session__client_id="usage-a").order_by("index")
+    assert (first.input_tokens, first.output_tokens, first.cached_tokens, first.cache_write_tokens,
+            first.cache_write_1h_tokens) == (2162, 30, 2000, 150, 50)
+    assert (second.input_tokens, second.cached_tokens) == (None, None)  # nothing stored: nothing reported
+    (turn,) = Turn.objects.filter(session__client_id="usage-o")
+    assert (turn.input_tokens, turn.output_tokens, turn.cached_tokens, turn.cache_write_tokens) == (1500, 20, 1024, None)
+
+
+@pytest.mark.django_db
+def test_usage_that_is_not_an_object_is_400_naming_it(api):
+    body = {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "x", "usage": 7}]}
+    response = api.post_json(URL, body)
+    assert response.status_code == 400 and response.json()["field"] == "messages[1].usage"

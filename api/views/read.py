@@ -182,7 +182,12 @@ class SessionView(APIView):
         "tokens before and after). In pages: turns and calls together, in session order (each turn "
         f"followed by its calls), at most `limit` of them (default {selectors.DETAIL_PAGE_SIZE:,}, up to "
         f"{selectors.DETAIL_PAGE_MAX:,}); pass `next_cursor` back as `cursor` for the next page, null on the "
-        "last. `totals` counts the whole session's turns and calls.",
+        "last. `totals` counts the whole session's turns and calls. Each turn's dollars under the provider's "
+        "prompt caching (`usd`, `schema_usd`: decimal strings, null when the model has no price; the cache "
+        "tokens it was billed, `billed_as` `reported` or `predicted` by toolscope's cache model; `cache_break` "
+        "and the `price_source`), and `cost`, the session's from its first turn to this page's last "
+        "(`upto_turn`: a request's cache depends on every one before it), with its cache breaks and the "
+        "agreement of predicted and reported cache figures (docs/cost.md).",
         responses={200: dict, **READ_ERRORS},
         examples=[OpenApiExample("A session of one turn and two calls", response_only=True, value={
             "session": {"client_id": "run-42", "agent_name": "coder", "model": "gpt-4o",
@@ -207,13 +212,17 @@ class SessionView(APIView):
         after = data.get("cursor")
         page = selectors.session_detail_page(session=session, after=after,
                                              start_turn=None if after else data.get("turn"), limit=data["limit"])
+        cost = selectors.session_cost(session=session, turns=page.turns)
         event_ids = {call["id"]: call["client_id"] for call in page.calls}
         # A repeat's first occurrence may be on another page: looked up in the session's days.
         event_ids.update((pk, row["client_id"]) for pk, row in
                          selectors.calls_elsewhere(session=session, calls=page.calls).items())
         return Response({
             "session": {field: getattr(session, field) for field in SESSION_FIELDS},
-            "turns": [{key: value for key, value in turn.items() if key != "id"} for turn in page.turns],
+            "turns": [{**{key: value for key, value in turn.items() if key not in ("id", "cost", "usd", "schema_usd")},
+                       "usd": _money(turn.get("usd")), "schema_usd": _money(turn.get("schema_usd"))}
+                      for turn in page.turns],
+            "cost": _session_cost(cost),
             "calls": [{"id": call["client_id"], **{field: call[field] for field in CALL_FIELDS},
                        "duplicate_of": event_ids.get(call["duplicate_of_id"]),
                        "artifact": None if call["artifact_id"] is None else {
@@ -223,6 +232,24 @@ class SessionView(APIView):
             "totals": {"turns": session.turn_count, "calls": session.tool_call_count},
             "next_cursor": selectors.position_format(page.next_after) if page.next_after else None,
         })
+
+
+def _money(value: Any) -> str | None:
+    """Dollars as a decimal string (a float would round them), None when unpriced."""
+    return None if value is None else str(value)
+
+
+def _session_cost(cost: dict[str, Any]) -> dict[str, Any] | None:
+    if not cost:
+        return None
+    agreement = cost["agreement"]
+    return {"upto_turn": cost["upto"], "requests": cost["requests"], "usd": _money(cost["total"]),
+            "unpriced": cost["unpriced"], "price_sources": cost["sources"], "cache_read_tokens": cost["read"],
+            "input_tokens": cost["input"],
+            "cache_breaks": [{"turn": index, "reason": reason} for index, reason in cost["breaks"]],
+            "agreement": {"requests": agreement.requests, "exact": agreement.exact,
+                          "reported_read": agreement.reported_read, "predicted_read": agreement.predicted_read,
+                          "reported_write": agreement.reported_write, "predicted_write": agreement.predicted_write}}
 
 
 class ToolStatsView(APIView):

@@ -10,6 +10,7 @@ from dashboard.selectors.common import COMPONENTS, UNATTRIBUTED, projects_for_us
 from dashboard.selectors.keys import api_key_get, api_key_list
 from dashboard.selectors.overview import Kpi, dead_weight, overview_kpis, token_series, tool_usage, top_by
 from dashboard.selectors.sessions import (
+    COST_COLUMNS,
     DETAIL_PAGE_MAX,
     DETAIL_PAGE_SIZE,
     PAGE_SIZE,
@@ -21,6 +22,7 @@ from dashboard.selectors.sessions import (
     position_format,
     position_parse,
     session_calls,
+    session_cost,
     session_cost_turns,
     session_detail_page,
     session_export,
@@ -46,10 +48,10 @@ from dashboard.selectors.tools import (
 )
 
 __all__ = [
-    "COMPONENTS", "DETAIL_PAGE_MAX", "DETAIL_PAGE_SIZE", "PAGE_SIZE", "POSITION", "SAMPLE_SIZE", "UNATTRIBUTED", "Kpi",
-    "Position", "SessionDetailPage", "SessionPage", "VersionRow", "api_key_get", "api_key_list",
+    "COMPONENTS", "COST_COLUMNS", "DETAIL_PAGE_MAX", "DETAIL_PAGE_SIZE", "PAGE_SIZE", "POSITION", "SAMPLE_SIZE",
+    "UNATTRIBUTED", "Kpi", "Position", "SessionDetailPage", "SessionPage", "VersionRow", "api_key_get", "api_key_list",
     "calls_elsewhere", "catalog_rows", "dead_weight", "overview_kpis", "position_format", "position_parse",
-    "projects_for_user", "session_calls", "session_cost_turns", "session_detail_page", "session_export",
+    "projects_for_user", "session_calls", "session_cost", "session_cost_turns", "session_detail_page", "session_export",
     "session_facets", "session_get", "session_list", "session_transcript", "session_turns", "token_series",
     "tool_call_sample", "tool_errors", "tool_get", "tool_search_texts", "tool_seen", "tool_series", "tool_table",
     "tool_table_arrange", "tool_usage", "tool_versions", "top_by",

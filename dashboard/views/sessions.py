@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.http import Http404, HttpRequest, HttpResponse
 
 from dashboard import charts, selectors
@@ -11,15 +9,12 @@ from dashboard.forms import SessionFilterForm, cursor_format
 from dashboard.permissions import ProjectAccess, project_view
 from dashboard.views.common import csv_name, csv_response, csv_rows, range_from, render_page
 from toolscope.telemetry.models import Session
-from toolscope.telemetry.services.costs import session_agreement, session_costs, total_dollars
 
 LIST_COLUMNS = ("client_id", "agent_name", "model", "started_at", "ended_at", "turn_count", "tool_call_count",
                 "error_count", "duplicate_tokens", "max_window_share", "near_window", "via")
 TURN_COLUMNS = ("index", "started_at", "model", *(key for key, _ in selectors.COMPONENTS), "estimated_input_tokens",
                 "input_tokens", selectors.UNATTRIBUTED[0], "output_tokens", "cached_tokens", "window_share",
-                "near_window", "cache_write_tokens", "cache_write_1h_tokens", "billed_cache_read", "billed_cache_write",
-                "billed_uncached", "billed_as", "predicted_cache_read", "predicted_cache_write", "usd", "schema_usd",
-                "cache_break", "price_source")
+                "near_window", "cache_write_tokens", "cache_write_1h_tokens", *selectors.COST_COLUMNS)
 CALL_COLUMNS = ("turn_index", "offset_s", "started_at", "tool_name", "status", "duration_ms", "output_tokens",
                 "duplicate_of_id", "duplicate_tokens", "artifact__tokens_before", "artifact__tokens_after", "error",
                 "time_known", "error_rule", "error_text_unflagged")
@@ -78,7 +73,7 @@ def session_detail(request: HttpRequest, access: ProjectAccess, client_id: str) 
     transcript = selectors.session_transcript(turns=turns, calls=calls, started_at=session.started_at)
     # Repeats whose first occurrence is on another page link to that page (it starts at its turn).
     elsewhere = {pk: row["turn_index"] for pk, row in selectors.calls_elsewhere(session=session, calls=calls).items()}
-    cost = _cost(access, session, turns)
+    cost = selectors.session_cost(session=session, turns=turns)
     figures = {
         "budget": charts.session_budget(turns, components=selectors.COMPONENTS,
                                         context_window=access.project.context_window),
@@ -103,49 +98,11 @@ def session_detail(request: HttpRequest, access: ProjectAccess, client_id: str) 
     )
 
 
-def _cost(access: ProjectAccess, session: Session, turns: list[dict[str, Any]]) -> dict[str, Any]:
-    """The page's turns priced (each gets `cost`, a TurnCost, and its cost columns), and the
-    session's cost from its first turn to the page's last: the cache of a request depends on
-    every request before it."""
-    upto = max((turn["index"] for turn in turns), default=None)
-    if upto is None:
-        return {}
-    rows = selectors.session_cost_turns(session=session, upto_index=upto)
-    costs = session_costs(turns=rows, overrides=list(access.project.model_prices.all()))
-    by_id = {cost.turn_id: cost for cost in costs}
-    for turn in turns:
-        _cost_columns(turn, by_id.get(turn["id"]))
-    return {
-        "upto": upto, "requests": len(costs), "total": total_dollars(costs),
-        "unpriced": sum(cost.dollars is None for cost in costs),
-        "sources": sorted({cost.price.source for cost in costs if cost.price is not None}),
-        "read": sum(cost.billed.read for cost in costs), "input": sum(cost.billed.input_tokens for cost in costs),
-        "agreement": session_agreement(costs),
-        "breaks": [(row["index"], cost.cache_break) for row, cost in zip(rows, costs, strict=True) if cost.cache_break],
-    }
-
-
-def _cost_columns(turn: dict[str, Any], cost: Any) -> None:
-    turn["cost"] = cost
-    if cost is None:
-        return
-    turn.update(billed_cache_read=cost.billed.read, billed_cache_write=cost.billed.write + cost.billed.write_1h,
-                billed_uncached=cost.billed.uncached, billed_as="reported" if cost.reported else "predicted",
-                predicted_cache_read=cost.predicted.read,
-                predicted_cache_write=cost.predicted.write + cost.predicted.write_1h, usd=cost.dollars,
-                schema_usd=cost.components.get("schema_tokens"), cache_break=cost.cache_break,
-                price_source=cost.price.source if cost.price is not None else "")
-
-
 @project_view()
 def session_turns_csv(request: HttpRequest, access: ProjectAccess, client_id: str) -> HttpResponse:
     session = _session_or_404(access, client_id)
     turns = selectors.session_turns(session=session)
-    costs = session_costs(turns=selectors.session_cost_turns(session=session),
-                          overrides=list(access.project.model_prices.all()))
-    by_id = {cost.turn_id: cost for cost in costs}
-    for turn in turns:
-        _cost_columns(turn, by_id.get(turn["id"]))
+    selectors.session_cost(session=session, turns=turns, whole=True)
     return csv_response(csv_name(access, f"session-{client_id}-turns"), TURN_COLUMNS, csv_rows(turns, TURN_COLUMNS))
 
 

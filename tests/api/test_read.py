@@ -110,13 +110,18 @@ def test_a_session_reads_every_figure_its_dashboard_page_shows(reader, project, 
     turn = session.turns.get()
     first = make_tool_call(turn, "bash", output_tokens=900, status="error", error="exit 1")
     repeat = make_tool_call(turn, "bash", output_tokens=900, duplicate_of=first, duplicate_tokens=900)
+    session.turns.update(model="gpt-4o")
     body = get(reader, "session", "s1").json()
     page = viewer_client.get(reverse("dashboard:session", args=[project.slug, "s1"])).context
     assert body["session"]["client_id"] == "s1" and body["session"]["agent_name"] == "coder"
     # Every turn column the page's budget chart and table use, with the same values.
-    shown_turns = [{key: value for key, value in row.items() if key != "id"} for row in page["turns"]]
+    # Dollars are decimal strings in the API (gpt-4o is priced: these turns report no usage, so the
+    # cache model's prediction is billed).
+    shown_turns = [{key: value for key, value in row.items() if key not in ("id", "cost")} for row in page["turns"]]
     assert [{key: turn[key] for key in row} for turn, row in zip(body["turns"], shown_turns, strict=True)] == [
-        {**row, "started_at": row["started_at"].isoformat().replace("+00:00", "Z")} for row in shown_turns]
+        {**row, "started_at": row["started_at"].isoformat().replace("+00:00", "Z"), "usd": str(row["usd"]),
+         "schema_usd": str(row["schema_usd"])} for row in shown_turns]
+    assert body["cost"]["usd"] == str(page["cost"]["total"]) and body["cost"]["price_sources"][0].startswith("genai")
     assert body["turns"][0]["schema_tokens"] == 300 and "unattributed_tokens" in body["turns"][0]
     calls = {call["id"]: call for call in body["calls"]}
     assert [call["tool_name"] for call in body["calls"]] == ["read_file", "bash", "bash"]

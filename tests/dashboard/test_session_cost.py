@@ -116,3 +116,15 @@ def test_an_unknown_model_is_shown_unpriced_not_free(viewer_client, project, pri
     response = viewer_client.get(reverse("dashboard:session", args=[project.slug, "s1"]))
     assert response.context["cost"]["total"] is None and response.context["cost"]["unpriced"] == 3
     assert "3 unpriced" in response.content.decode()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_read_api_gives_the_same_dollars_as_decimal_strings(project, priced_session):
+    reader = KeyClient(make_key(project, scopes=["read"]).secret)
+    body = reader.get(reverse("api:session", args=["s1"])).json()
+    want = expected(priced_session)
+    assert [turn["usd"] for turn in body["turns"]] == [str(value) for value in want]
+    assert [turn["billed_as"] for turn in body["turns"]] == ["reported", "predicted", "predicted"]
+    assert body["cost"]["usd"] == str(sum(want)) and body["cost"]["upto_turn"] == 2
+    assert body["cost"]["cache_breaks"] == [{"turn": 2, "reason": "tools changed"}]
+    assert body["cost"]["agreement"]["requests"] == 1 and body["cost"]["agreement"]["reported_write"] == 2900

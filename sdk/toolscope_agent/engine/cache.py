@@ -47,6 +47,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import overload
 
 ANTHROPIC = "anthropic"
 OPENAI = "openai"
@@ -118,6 +119,71 @@ class Rules:
 
 
 NO_CACHE = Rules(NONE)
+
+
+class _Blocks(Sequence[Block]):
+    """A request's blocks without copying its history: its head and the first `length` blocks of
+    the conversation's history list, which later requests extend in place."""
+
+    def __init__(self, head: tuple[Block, ...], history: list[Block], length: int) -> None:
+        self.head, self.history, self.length = head, history, length
+
+    def __len__(self) -> int:
+        return len(self.head) + self.length
+
+    @overload
+    def __getitem__(self, index: int) -> Block: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Block]: ...
+    def __getitem__(self, index: int | slice) -> Block | Sequence[Block]:
+        width = len(self.head)
+        if isinstance(index, slice):
+            start, stop, step = index.indices(len(self))
+            if step != 1:
+                return [self[position] for position in range(start, stop, step)]
+            return [*self.head[start:stop], *self.history[max(0, start - width):max(0, stop - width)]]
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError(index)
+        return self.head[index] if index < width else self.history[index - width]
+
+
+class Conversation:
+    """A session's requests as blocks, built one request at a time from what a recording knows:
+    the blocks before the conversation (`head`: the tool list, the system prompt) and the
+    conversation's size. The conversation grows by one block per request (what it added); one
+    that shrank (compaction, a rewrite) starts over, sharing nothing after the head. Each request
+    carries Anthropic's breakpoints where the documented multi-turn pattern puts them (the end of
+    the head, for `head_ttl`, and the last block, for `ttl`; other providers ignore them) and
+    what it shares with the request before (`Request.shared`), so pricing a session stays linear
+    in its length."""
+
+    def __init__(self, *, ttl: float = FIVE_MINUTES, head_ttl: float = FIVE_MINUTES) -> None:
+        self.ttl, self.head_ttl = ttl, head_ttl
+        self.history: list[Block] = []
+        self.size = 0
+        self.generation = 0
+        self.head: tuple[str, ...] | None = None
+        self.rewritten = False  # the last request's conversation had shrunk
+
+    def request(self, at: float, head: Sequence[Block], size: int) -> Request:
+        keys = tuple(block.key for block in head)
+        shared = len(head) + len(self.history) if keys == self.head else 0
+        self.rewritten = size < self.size
+        if self.rewritten:
+            self.generation += 1
+            self.history, self.size = [], 0
+            shared = min(shared, len(head))
+        if size > self.size:
+            self.history.append(Block(f"conversation:{self.generation}:{len(self.history)}", size - self.size,
+                                      ttl=self.ttl))
+            self.size = size
+        self.head = keys
+        if head:
+            head = (*head[:-1], Block(head[-1].key, head[-1].tokens, ttl=self.head_ttl))
+        blocks = _Blocks(tuple(head), self.history, len(self.history))
+        return Request(at, blocks, marks=(len(head) - 1, len(blocks) - 1), shared=shared)
 
 
 def anthropic_min_tokens(model: str) -> int:

@@ -43,7 +43,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
-from typing import Any, overload
+from typing import Any
 
 from toolscope_agent.engine.cache import (
     ANTHROPIC,
@@ -51,6 +51,7 @@ from toolscope_agent.engine.cache import (
     Agreement,
     Block,
     CacheUse,
+    Conversation,
     Request,
     Rules,
     agreement,
@@ -96,7 +97,7 @@ def session_costs(*, turns: Sequence[dict[str, Any]], overrides: Sequence[Any] =
     with its cost. `overrides`: the project's ModelPrice rows; `provider`: when the turns do not
     say it by their model's name."""
     rules_of = [rules_for(provider, turn["model"] or "") for turn in turns]
-    requests, reasons = _requests(turns, rules_of)
+    requests, reasons = _requests(turns)
     by_rules: dict[Rules, list[int]] = {}
     for position, rules in enumerate(rules_of):
         by_rules.setdefault(rules, []).append(position)
@@ -142,65 +143,25 @@ def total_dollars(costs: Sequence[TurnCost]) -> Decimal | None:
     return sum(priced, Decimal(0)) if priced else None
 
 
-class _Blocks(Sequence[Block]):
-    """A request's blocks without copying its history: the head (tools, system) and the first
-    `length` blocks of the session's history list, which later requests extend in place."""
-
-    def __init__(self, head: tuple[Block, Block], history: list[Block], length: int) -> None:
-        self.head, self.history, self.length = head, history, length
-
-    def __len__(self) -> int:
-        return 2 + self.length
-
-    @overload
-    def __getitem__(self, index: int) -> Block: ...
-    @overload
-    def __getitem__(self, index: slice) -> Sequence[Block]: ...
-    def __getitem__(self, index: int | slice) -> Block | Sequence[Block]:
-        if isinstance(index, slice):
-            start, stop, step = index.indices(len(self))
-            if step != 1:
-                return [self[position] for position in range(start, stop, step)]
-            return [*self.head[start:stop], *self.history[max(0, start - 2):max(0, stop - 2)]]
-        if index < 0:
-            index += len(self)
-        if not 0 <= index < len(self):
-            raise IndexError(index)
-        return self.head[index] if index < 2 else self.history[index - 2]
-
-
-def _requests(turns: Sequence[dict[str, Any]], rules: Sequence[Rules]) -> tuple[list[Request], list[str]]:
-    """Each turn as a cache Request (with Anthropic's breakpoints where `rules` say Anthropic, and
-    what it shares with the turn before as a hint: linear in the session's length), and what
-    changed since the turn before it ("" for nothing but the history growing)."""
+def _requests(turns: Sequence[dict[str, Any]]) -> tuple[list[Request], list[str]]:
+    """Each turn as a cache Request (engine.cache.Conversation: linear in the session's length),
+    and what changed since the turn before it ("" for nothing but the history growing)."""
+    conversation = Conversation()
     requests, reasons = [], []
-    history: list[Block] = []
-    generation = 0
     previous: tuple[Block, Block] | None = None
-    history_before = 0
-    for turn, turn_rules in zip(turns, rules, strict=True):
-        size = sum(turn[part] or 0 for part in PARTS[2:])
+    for turn in turns:
         head = (Block(f"tools:{turn['advertised_set_id']}", turn["schema_tokens"] or 0),
                 Block(f"system:{turn['system_prompt_hash'] or turn['system_prompt_tokens']}",
                       turn["system_prompt_tokens"] or 0))
+        at = turn["started_at"].timestamp() if turn["time_known"] else 0.0
+        requests.append(conversation.request(at, head, sum(turn[part] or 0 for part in PARTS[2:])))
         reason = ""
         if previous is not None and previous[0].key != head[0].key:
             reason = TOOLS_CHANGED
         elif previous is not None and previous[1].key != head[1].key:
             reason = SYSTEM_CHANGED
-        shared = 2 + len(history) if previous == head else 0
-        if size < history_before:  # the history shrank: a new one from here
-            generation += 1
-            history, history_before = [], 0
-            shared = min(shared, 2)
-            reason = reason or HISTORY_REWRITTEN
-        if size > history_before:
-            history.append(Block(f"history:{generation}:{len(history)}", size - history_before))
-            history_before = size
-        blocks = _Blocks(head, history, len(history))
-        marks = (1, len(blocks) - 1) if turn_rules.provider == ANTHROPIC else None
-        at = turn["started_at"].timestamp() if turn["time_known"] else 0.0
-        requests.append(Request(at, blocks, marks=marks, shared=shared))
+        elif conversation.rewritten:
+            reason = HISTORY_REWRITTEN
         reasons.append(reason)
         previous = head
     return requests, reasons

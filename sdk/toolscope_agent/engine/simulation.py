@@ -40,6 +40,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from toolscope_agent.engine.cache import FIVE_MINUTES, Block, CacheUse, Conversation, Request, Rules, predict
 from toolscope_agent.engine.compaction import rule_for, rules_from_policy
 from toolscope_agent.engine.render import SEARCH_TOOL_NAME
 from toolscope_agent.engine.search import DEFAULT_TOP_K, MAX_TOP_K, clamp_top_k, ranker_for, search_tools
@@ -80,12 +81,33 @@ class RecordedTurn:
     advertised_tokens: int | None = None
     input_tokens: int | None = None
     """The request's estimated input (schemas, system prompt, history), when known."""
+    at: float | None = None
+    """When it was sent (seconds), when known: a prompt cache's TTL runs between requests."""
 
 
 @dataclass(frozen=True)
 class ReplaySession:
     key: str
     turns: Sequence[RecordedTurn]
+    model: str = ""  # what `simulate`'s `pricing` is looked up by
+
+
+@dataclass(frozen=True)
+class CachePricing:
+    """How requests are billed in dollars: the provider's caching (engine/cache.Rules), the TTL
+    its agents write with, and its prices per million tokens of uncached input, cache reads,
+    5-minute and 1-hour cache writes."""
+
+    rules: Rules
+    input: float
+    cache_read: float
+    cache_write: float
+    cache_write_1h: float
+    ttl: float = FIVE_MINUTES
+
+    def dollars(self, use: CacheUse) -> float:
+        return (use.uncached * self.input + use.read * self.cache_read + use.write * self.cache_write
+                + use.write_1h * self.cache_write_1h) / 1_000_000
 
 
 @dataclass(frozen=True)
@@ -129,6 +151,17 @@ class Simulation:
     tools: dict[str, ToolFigures] = field(default_factory=dict)
     duplicate_tokens_saved: int = 0
     compaction_tokens_saved: int = 0
+    # In dollars under the provider's prompt cache, when `simulate` was given prices (input tokens
+    # only: the output is the model's, whatever the policy sends), over the priced sessions.
+    recorded_dollars: float = 0.0  # the requests as recorded, with the tools advertised then
+    policy_dollars: float = 0.0  # under the policy, its recoverable misses' round trips included
+    priced_sessions: int = 0
+    cache_breaks: int = 0  # policy requests whose tool list differs from the one before (a new prefix)
+    recorded_cache_breaks: int = 0  # the same, as recorded
+
+    @property
+    def dollars_saved(self) -> float:
+        return self.recorded_dollars - self.policy_dollars
 
     @property
     def advertised_tokens(self) -> int:
@@ -186,14 +219,16 @@ class Simulation:
 
 def simulate(catalog: Sequence[Mapping[str, Any]], policy: Mapping[str, Any], sessions: Iterable[ReplaySession],
              *, schema_tokens: Mapping[str, int], menu_tokens: Callable[[str], int] | None = None,
-             history: Mapping[str, Sequence[str]] | None = None) -> Simulation:
+             history: Mapping[str, Sequence[str]] | None = None,
+             pricing: Mapping[str, CachePricing] | None = None) -> Simulation:
     """Replay `sessions` under `policy` over `catalog` (see the module docstring).
 
     `schema_tokens`: each tool's schema cost by name (a name without one costs 0);
     `menu_tokens`: counts progressive mode's menu text, when given; `history`: the learned
-    search history the policy's search would use.
+    search history the policy's search would use; `pricing`: by a session's model, how its
+    requests are billed (a session whose model has none is not priced).
     """
-    replay = _Replay(catalog, policy, schema_tokens, menu_tokens, history)
+    replay = _Replay(catalog, policy, schema_tokens, menu_tokens, history, pricing)
     result = Simulation()
     for session in sessions:
         replay.session(session, result)
@@ -203,8 +238,11 @@ def simulate(catalog: Sequence[Mapping[str, Any]], policy: Mapping[str, Any], se
 class _Replay:
     def __init__(self, catalog: Sequence[Mapping[str, Any]], policy: Mapping[str, Any],
                  schema_tokens: Mapping[str, int], menu_tokens: Callable[[str], int] | None,
-                 history: Mapping[str, Sequence[str]] | None) -> None:
+                 history: Mapping[str, Sequence[str]] | None,
+                 pricing: Mapping[str, CachePricing] | None = None) -> None:
         self.catalog, self.policy, self.costs, self.menu_tokens = catalog, policy, schema_tokens, menu_tokens
+        self.pricing = pricing or {}
+        self.lists: dict[int, tuple[Sequence[str], str]] = {}  # an advertised list's identity, by id()
         self.settings = policy_settings(policy)
         section = policy.get("selection")
         search = section.get("tool_search") if isinstance(section, Mapping) else None
@@ -229,6 +267,8 @@ class _Replay:
     def session(self, session: ReplaySession, result: Simulation) -> None:
         state = SessionState()
         message = ""
+        pricing = self.pricing.get(session.model)
+        priced: list[tuple[float, str, int, str, int, int, int]] = []
         for index, turn in enumerate(session.turns):
             message = turn.message or message
             sent, deferred, cost = self._selected(state, message)
@@ -261,6 +301,48 @@ class _Replay:
             result.turns.append(TurnFigures(
                 session=session.key, turn=index, sent_tokens=cost, sent_tools=len(sent), calls=len(turn.calls),
                 advertised_tokens=advertised, misses=misses, round_trip_tokens=round_trips))
+            if pricing is not None:
+                rest = (max(0, turn.input_tokens - advertised) if turn.input_tokens is not None
+                        else ROUND_TRIP_CONTEXT_TOKENS)
+                priced.append((turn.at or 0.0, self._list_key(turn.advertised), advertised,
+                               "\x1f".join(sent), cost, rest, recovered))
+        if pricing is not None:
+            self._price(priced, pricing, result)
+
+    def _list_key(self, names: Sequence[str]) -> str:
+        """An advertised list's identity (its names in order), computed once per list object."""
+        found = self.lists.get(id(names))
+        if found is None or found[0] is not names:
+            found = (names, "\x1f".join(names))
+            self.lists[id(names)] = found
+        return found[1]
+
+    def _price(self, rows: Sequence[tuple[float, str, int, str, int, int, int]], pricing: CachePricing,
+               result: Simulation) -> None:
+        """The session's requests in dollars under `pricing`'s cache, as recorded and under the
+        policy: the tool list heads the prompt (engine/cache.Conversation: the conversation after
+        it, the recorded input less the tools advertised), and a recoverable miss's round trip
+        is the turn's request again (what it re-sends is in the cache by then)."""
+        recorded, policy = Conversation(ttl=pricing.ttl, head_ttl=pricing.ttl), Conversation(
+            ttl=pricing.ttl, head_ttl=pricing.ttl)
+        as_recorded, under_policy = [], []
+        recorded_breaks = policy_breaks = 0
+        before: tuple[str, str] | None = None
+        for at, advertised_key, advertised, sent_key, sent, rest, trips in rows:
+            as_recorded.append(recorded.request(at, (Block("t" + advertised_key, advertised),), rest))
+            request = policy.request(at, (Block("t" + sent_key, sent),), rest)
+            under_policy.append(request)
+            under_policy.extend(Request(at, request.blocks, request.marks, shared=len(request.blocks))
+                                for _ in range(trips))
+            if before is not None:
+                recorded_breaks += advertised_key != before[0]
+                policy_breaks += sent_key != before[1]
+            before = (advertised_key, sent_key)
+        result.recorded_dollars += sum(map(pricing.dollars, predict(as_recorded, pricing.rules)))
+        result.policy_dollars += sum(map(pricing.dollars, predict(under_policy, pricing.rules)))
+        result.priced_sessions += 1
+        result.recorded_cache_breaks += recorded_breaks
+        result.cache_breaks += policy_breaks
 
     def _selected(self, state: SessionState, message: str) -> tuple[Mapping[str, str], frozenset[Any], int]:
         """What the policy sends for this state and message (names with reasons), the deferred

@@ -1,0 +1,83 @@
+"""A replay priced in dollars under the provider's prompt cache (issue 26, item 5): a tool list that
+changes from request to request re-writes the conversation after it, so a policy can save most
+schema tokens and still cost more. References worked out by hand from Anthropic's rules and
+Claude Sonnet 4.5's prices ($3 input, $0.30 cache read, $3.75 5-minute write per million)."""
+
+from __future__ import annotations
+
+import pytest
+from toolscope_agent.engine.cache import rules_for
+from toolscope_agent.engine.simulation import CachePricing, RecordedTurn, ReplaySession, simulate
+
+NAMES = [f"tool_{n}" for n in range(10)]
+CATALOG = [{"name": name, "description": f"Does {name}."} for name in NAMES]
+COSTS = dict.fromkeys(NAMES, 100)
+SONNET = CachePricing(rules_for("anthropic", "claude-sonnet-4-5"), input=3, cache_read=0.3, cache_write=3.75,
+                      cache_write_1h=6)
+WORDS = ["alpha", "beta", "gamma"]
+
+
+def session(*, seconds: float = 30) -> ReplaySession:
+    """Three requests `seconds` apart advertising all ten tools (1,000 tokens) over a conversation
+    of 2,000, 2,500 and 3,000 tokens."""
+    return ReplaySession("s", [RecordedTurn(message=word, advertised=NAMES, advertised_tokens=1000,
+                                            input_tokens=1000 + 2000 + 500 * n, at=n * seconds)
+                               for n, word in enumerate(WORDS)], model="claude-sonnet-4-5")
+
+
+def churning() -> dict:
+    """Each request's word sends one other tool, nothing sticks: 90% of schema tokens saved."""
+    return {"selection": {"mode": "context_rules", "sticky_discovered": False,
+                          "groups": {word: [NAMES[n]] for n, word in enumerate(WORDS)},
+                          "context_rules": [{"name": word, "keywords": [word], "groups": [word]} for word in WORDS]}}
+
+
+def dollars(*terms: tuple[int, float]) -> float:
+    return sum(tokens * price for tokens, price in terms) / 1_000_000
+
+
+RECORDED = dollars((3000, 3.75), (3000, 0.3), (500, 3.75), (3500, 0.3), (500, 3.75))
+
+
+def test_sending_everything_costs_what_was_recorded():
+    result = simulate(CATALOG, {"selection": {"mode": "all"}}, [session()], schema_tokens=COSTS,
+                      pricing={"claude-sonnet-4-5": SONNET})
+    assert result.recorded_dollars == pytest.approx(RECORDED)
+    assert result.policy_dollars == pytest.approx(RECORDED) and result.priced_sessions == 1
+    assert (result.cache_breaks, result.recorded_cache_breaks) == (0, 0)
+
+
+def test_a_churning_tool_list_saves_tokens_and_loses_dollars():
+    result = simulate(CATALOG, churning(), [session()], schema_tokens=COSTS, pricing={"claude-sonnet-4-5": SONNET})
+    assert result.saved_share == pytest.approx(0.9)
+    # Every request heads a new prefix: tools (100) and the whole conversation written again.
+    assert result.policy_dollars == pytest.approx(dollars((2100 + 2600 + 3100, 3.75)))
+    assert result.cache_breaks == 2 and result.dollars_saved < 0
+    assert result.policy_dollars > 1.7 * result.recorded_dollars
+
+
+def test_past_the_ttl_nothing_is_cached_either_way():
+    result = simulate(CATALOG, {"selection": {"mode": "all"}}, [session(seconds=600)], schema_tokens=COSTS,
+                      pricing={"claude-sonnet-4-5": SONNET})
+    assert result.recorded_dollars == pytest.approx(dollars((3000 + 3500 + 4000, 3.75)))
+
+
+def test_a_session_without_a_price_is_not_priced():
+    result = simulate(CATALOG, churning(), [session()], schema_tokens=COSTS, pricing={"gpt-4o": SONNET})
+    assert (result.recorded_dollars, result.policy_dollars, result.priced_sessions) == (0.0, 0.0, 0)
+
+
+def test_a_round_trip_re_reads_the_cached_context():
+    """A recoverable miss's extra request re-sends the turn's prompt, which its first request has
+    just cached: it is billed at the read price."""
+    catalog = [*CATALOG, {"name": "tool_search", "description": "Find tools."}]
+    from toolscope_agent.engine.simulation import RecordedCall
+
+    turn = RecordedTurn(message="Does tool_3.", advertised=NAMES, advertised_tokens=1000, input_tokens=3000, at=0,
+                        calls=[RecordedCall("tool_3")])
+    result = simulate(catalog, {"selection": {"mode": "tool_search"}},
+                      [ReplaySession("s", [turn], model="claude-sonnet-4-5")],
+                      schema_tokens={**COSTS, "tool_search": 100}, pricing={"claude-sonnet-4-5": SONNET})
+    assert result.recoverable_misses == 1
+    assert result.policy_dollars == pytest.approx(dollars((2100, 3.75), (2100, 0.3)))
+    assert result.recorded_dollars == pytest.approx(dollars((3000, 3.75)))

@@ -27,6 +27,9 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
+from toolscope_agent.engine.cache import rules_for
+from toolscope_agent.engine.simulation import CachePricing
+
 COMPONENTS = ("input", "output", "cache_read", "cache_write", "cache_write_1h")
 _LIBRARY_FIELDS = {"input": "input_mtok", "output": "output_mtok", "cache_read": "cache_read_mtok",
                    "cache_write": "cache_write_mtok", "cache_write_1h": "cache_write_1h_mtok"}
@@ -118,3 +121,16 @@ def _snapshot() -> Any:
     from genai_prices import data_snapshot
 
     return data_snapshot.get_snapshot()
+
+
+def cache_pricing(price: Price | None, *, provider: str = "", model: str = "") -> CachePricing | None:
+    """`price` as the engine's replay bills requests (engine.simulation.CachePricing: floats per
+    million, the provider's caching rules): a cache price the source lacks is the input price
+    (unknown is not free); None without an input price."""
+    if price is None or price.of("input") is None:
+        return None
+    uncached = float(price.of("input") or 0)
+    write = float(price.of("cache_write") or uncached)
+    return CachePricing(rules_for(provider or price.provider, model or price.model), input=uncached,
+                        cache_read=float(price.of("cache_read") or uncached), cache_write=write,
+                        cache_write_1h=float(price.of("cache_write_1h") or write))

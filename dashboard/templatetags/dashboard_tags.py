@@ -52,6 +52,12 @@ def usd(value: Any) -> str:
 
 
 @register.filter
+def absolute(value: Any) -> Any:
+    """|value|; nothing stays nothing."""
+    return None if value is None else abs(value)
+
+
+@register.filter
 def ms(value: Any) -> str:
     if value is None:
         return DASH

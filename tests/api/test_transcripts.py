@@ -170,7 +170,8 @@ def test_usage_stored_beside_an_assistant_message_is_the_turns_usage(api):
             first.cache_write_1h_tokens) == (2162, 30, 2000, 150, 50)
     assert (second.input_tokens, second.cached_tokens) == (None, None)  # nothing stored: nothing reported
     (turn,) = Turn.objects.filter(session__client_id="usage-o")
-    assert (turn.input_tokens, turn.output_tokens, turn.cached_tokens, turn.cache_write_tokens) == (1500, 20, 1024, None)
+    assert (turn.input_tokens, turn.output_tokens, turn.cached_tokens, turn.cache_write_tokens) == (
+        1500, 20, 1024, None)
 
 
 @pytest.mark.django_db

@@ -26,7 +26,8 @@ TOOLS = [{"name": "read_file", "description": "Read a file from the workspace.",
                                                             "new": {"type": "string"}}}}]
 MORE = [*TOOLS, {"name": "run_tests", "description": "Run the test suite and report failures.",
                  "input_schema": {"type": "object", "properties": {"pattern": {"type": "string"}}}}]
-SYSTEM = "You are a careful coding agent. " + " ".join(f"Rule {n}: keep the change small and tested." for n in range(150))
+SYSTEM = "You are a careful coding agent. " + " ".join(
+    f"Rule {n}: keep the change small and tested." for n in range(150))
 
 
 def million(*terms: tuple[int, str]) -> Decimal:
@@ -61,7 +62,7 @@ def expected(turns):
     """Each request's dollars from the rules: breakpoints on the system prompt and the last
     message; what the request before wrote is read within 5 minutes; a new tool list heads a new
     prefix, so everything is written again."""
-    t0, t1, t2 = turns[0], turns[1], turns[2]
+    t0, t2 = turns[0], turns[2]
     history = {index: (t.message_tokens or 0) + (t.call_tokens or 0) + (t.tool_output_tokens or 0)
                for index, t in turns.items()}
     head = t0.schema_tokens + t0.system_prompt_tokens

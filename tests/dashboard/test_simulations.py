@@ -157,3 +157,42 @@ def test_the_turns_csv_has_every_turn_or_those_with_a_miss(editor_client, projec
     page = editor_client.get(url(project, "policy_simulation", simulation.pk))
     assert page.context["result"]["turn_rows_stored"] == 3 and not page.context["result"]["turn_rows_truncated"]
     assert b"Every turn (CSV)" in page.content
+
+
+def test_a_policy_that_churns_the_tool_list_is_shown_losing_dollars(editor_client, project,
+                                                                    django_capture_on_commit_callbacks):
+    """Sessions of claude-sonnet-4-5 whose requests each name another tool: rules sending only
+    that tool save most schema tokens, but every request heads a new prefix, so the whole
+    conversation is written again each time (1.25x input) instead of read (0.1x): the page says
+    it costs more."""
+    names = [f"tool_{n}" for n in range(10)]
+    tools = {name: make_tool(project, name, schema_tokens=100) for name in names}
+    policy = make_policy(project)
+    policy.mode = "context_rules"
+    policy.sticky_discovered = False
+    policy.save()
+    from toolscope.policies.models import ContextRule, ToolGroup
+
+    for n, name in enumerate(names[:3]):
+        group = ToolGroup.objects.create(policy=policy, name=f"g{n}")
+        group.tools.set([tools[name]])
+        rule = ContextRule.objects.create(policy=policy, position=n, name=f"r{n}", keywords=[f"word{n}"])
+        rule.groups.set([group])
+    for s in range(2):
+        session = make_session(project, client_id=f"churn-{s}", started_at=timezone.now() - timedelta(hours=2 - s))
+        for n in range(3):
+            make_turn(session, n, advertised=names, task_message=f"word{n}", schema_tokens=1000,
+                      estimated_input_tokens=3000 + 500 * n, model="claude-sonnet-4-5",
+                      started_at=session.started_at + timedelta(seconds=30 * n))
+    simulation = simulate_draft(editor_client, project, django_capture_on_commit_callbacks)
+    simulation_run(simulation_id=simulation.pk)
+    page = editor_client.get(url(project, "policy_simulation", simulation.pk))
+    dollars = page.context["result"]["dollars"]
+    assert page.context["result"]["saved_share"] == pytest.approx(0.9)
+    assert dollars["priced_sessions"] == 2 and dollars["cache_breaks"] == 4 and dollars["recorded_cache_breaks"] == 0
+    # As recorded: 3,000 written, then 3,000 read + 500 written, 3,500 read + 500 written; under the
+    # rules: 2,100, 2,600 and 3,100 written. Per session, per million tokens.
+    recorded = (3000 * 3.75 + 3000 * 0.30 + 500 * 3.75 + 3500 * 0.30 + 500 * 3.75) / 1e6
+    assert dollars["recorded"] == pytest.approx(2 * recorded)
+    assert dollars["policy"] == pytest.approx(2 * (2100 + 2600 + 3100) * 3.75 / 1e6)
+    assert b"data-dollars-lost" in page.content and b"more than sending what was sent" in page.content

@@ -60,7 +60,7 @@ def test_the_figures_equal_hand_computed_ones(project, recorded, django_assert_n
     document = {"selection": {"mode": "context_rules", "always_on": ["read_file"],
                               "groups": {"testing": ["run_tests"]},
                               "context_rules": [{"name": "t", "keywords": ["tests"], "groups": ["testing"]}]}}
-    with django_assert_num_queries(2):
+    with django_assert_num_queries(3):  # the catalog, its costs, the project's own prices
         result = policy_simulate(project=project, document=document, sessions=sessions)
     # Per session: two turns advertised at 650 each; the policy sends read_file + run_tests (400)
     # on both; edit_file on turn 1 is a hard miss. Three sessions: 3,900 advertised, 2,400 sent.
@@ -109,3 +109,28 @@ def test_a_tool_search_policy_on_a_catalog_without_the_tool_is_replayed_with_too
     document["selection"]["always_on"] = ["read_file"]
     result = policy_simulate(project=project, document=document, sessions=sessions)
     assert result.sent_tokens == 100 and [miss.kind for miss in result.misses] == ["hard"]
+
+
+def test_a_replay_is_priced_in_dollars_under_the_models_prompt_cache(project):
+    """Two stored sessions of claude-sonnet-4-5 ($3 input, $0.30 cache read, $3.75 5-minute write
+    per million), two requests 30 s apart, 650 schema tokens advertised over a conversation of
+    1,000 then 1,400 tokens. As recorded: 1,650 written, then 1,650 read and 400 written. A
+    policy sending read_file alone (100): 1,100 written, then 1,100 read and 400 written."""
+    for name, tokens in COSTS.items():
+        make_tool(project, name, schema_tokens=tokens, description=f"The {name.replace('_', ' ')} tool.")
+    for n in range(2):
+        session = make_session(project, started_at=NOW - timedelta(hours=2 - n))
+        for index, size in enumerate((1650, 2050)):
+            make_turn(session, index, advertised=list(COSTS), task_message="read it", schema_tokens=650,
+                      estimated_input_tokens=size, model="claude-sonnet-4-5",
+                      started_at=session.started_at + timedelta(seconds=30 * index))
+    result = policy_simulate(project=project, document={"selection": {"mode": "context_rules",
+                                                                      "always_on": ["read_file"]}},
+                             sessions=simulation_sessions(project=project, **window()))
+    per_million = 1_000_000
+    recorded = (1650 * 3.75 + 1650 * 0.30 + 400 * 3.75) / per_million
+    policy = (1100 * 3.75 + 1100 * 0.30 + 400 * 3.75) / per_million
+    assert result.priced_sessions == 2
+    assert result.recorded_dollars == pytest.approx(2 * recorded)
+    assert result.policy_dollars == pytest.approx(2 * policy)
+    assert result.cache_breaks == 0

@@ -136,8 +136,8 @@ def recommendation_candidates(run: Recommendation) -> list[dict[str, Any]]:
     """A done run's candidates with every figure, those a run stored before issue 25 lacks filled
     in as it measured them (no round trips priced: every miss counted hard; no family: its name;
     not refit; no standard error)."""
-    return [{"hard_miss_rate": row["miss_rate"], "hard_miss_error": 0.0, "recoverable_misses": 0, "recoverable_miss_rate": 0.0,
-             "schema_tokens_saved": row.get("saved_tokens", 0), "round_trip_tokens": 0,
+    return [{"hard_miss_rate": row["miss_rate"], "hard_miss_error": 0.0, "recoverable_misses": 0,
+             "recoverable_miss_rate": 0.0, "schema_tokens_saved": row.get("saved_tokens", 0), "round_trip_tokens": 0,
              "net_saved_tokens": row.get("saved_tokens", 0), "net_saved_share": row["saved_share"],
              "family": row["name"], "refit": False, **row} for row in run.result["candidates"]]
 

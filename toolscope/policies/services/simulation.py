@@ -16,15 +16,24 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
+from django.utils import timezone
 from toolscope_agent.engine.recommend import with_search_tool
 from toolscope_agent.engine.render import SEARCH_TOOL, SEARCH_TOOL_NAME
 from toolscope_agent.engine.schemas import schema_hash
 from toolscope_agent.engine.selection import policy_searches
-from toolscope_agent.engine.simulation import RecordedCall, RecordedTurn, ReplaySession, Simulation, simulate
+from toolscope_agent.engine.simulation import (
+    CachePricing,
+    RecordedCall,
+    RecordedTurn,
+    ReplaySession,
+    Simulation,
+    simulate,
+)
 
 from toolscope.policies.models import Tool
 from toolscope.policies.selectors import tool_catalog
-from toolscope.telemetry.models import AdvertisedSet, Project, Session, ToolCall, Turn
+from toolscope.prices import cache_pricing, model_price
+from toolscope.telemetry.models import AdvertisedSet, ModelPrice, Project, Session, ToolCall, Turn
 from toolscope.tokenizer import counter, schema_tokens
 
 # What a duplicate's placeholder costs when the recording did not suppress it (and so counted
@@ -62,7 +71,7 @@ def simulation_sessions_load(*, rows: list[tuple[int, str]]) -> list[ReplaySessi
     ids = [session_id for session_id, _ in rows]
     turns = list(Turn.objects.filter(session_id__in=ids).order_by("session_id", "index", "started_at", "id")
                  .values_list("session_id", "index", "task_message", "advertised_set_id", "schema_tokens",
-                              "estimated_input_tokens"))
+                              "estimated_input_tokens", "started_at", "time_known", "model"))
     advertised = dict(AdvertisedSet.objects.filter(pk__in={row[3] for row in turns if row[3]})
                       .values_list("pk", "tools"))
     calls: dict[tuple[int, int], list[RecordedCall]] = defaultdict(list)
@@ -75,13 +84,21 @@ def simulation_sessions_load(*, rows: list[tuple[int, str]]) -> list[ReplaySessi
             name, {"query": query} if name == SEARCH_TOOL_NAME else {}, output_tokens=output, duplicate_tokens=repeated,
             placeholder_tokens=placeholder if placeholder is not None else PLACEHOLDER_TOKENS if repeated else 0))
     by_session: dict[int, list[RecordedTurn]] = defaultdict(list)
-    for session_id, index, message, set_id, tokens, input_tokens in turns:
-        names = [entry.get("name") for entry in advertised.get(set_id) or [] if isinstance(entry, dict)]
+    models: dict[int, str] = {}
+    lists: dict[int | None, list[str]] = {}  # one list per advertised set: the replay knows a list by its identity
+    for session_id, index, message, set_id, tokens, input_tokens, started_at, timed, model in turns:
+        if set_id not in lists:
+            names = [entry.get("name") for entry in advertised.get(set_id) or [] if isinstance(entry, dict)]
+            lists[set_id] = [name for name in names if isinstance(name, str)]
+        if model:
+            models.setdefault(session_id, model)
         by_session[session_id].append(RecordedTurn(
-            message=message, advertised=[name for name in names if isinstance(name, str)],
+            message=message, advertised=lists[set_id],
             # Two turns may share an index (a retry): the calls are the first's.
-            calls=calls.pop((session_id, index), []), advertised_tokens=tokens, input_tokens=input_tokens))
-    return [ReplaySession(key, by_session.get(session_id, [])) for session_id, key in rows]
+            calls=calls.pop((session_id, index), []), advertised_tokens=tokens, input_tokens=input_tokens,
+            at=started_at.timestamp() if timed else None))
+    return [ReplaySession(key, by_session.get(session_id, []), model=models.get(session_id, ""))
+            for session_id, key in rows]
 
 
 def policy_simulate(*, project: Project, document: dict[str, Any], sessions: list[ReplaySession],
@@ -120,7 +137,13 @@ def simulation_replayer(*, project: Project, document: dict[str, Any],
     its own, as /policy/resolve and the SDK send it."""
     catalog, costs = catalog_costs(project=project, search_tool=policy_searches(document))
     count = counter(project.encoding)
+    overrides = list(ModelPrice.objects.filter(project=project))
+    pricing: dict[str, CachePricing | None] = {}
+    now = timezone.now()
 
     def replay(sessions: list[ReplaySession]) -> Simulation:
-        return simulate(catalog, document, sessions, schema_tokens=costs, menu_tokens=count, history=history)
+        for model in {session.model for session in sessions} - set(pricing):
+            pricing[model] = cache_pricing(model_price(model=model, at=now, overrides=overrides), model=model)
+        return simulate(catalog, document, sessions, schema_tokens=costs, menu_tokens=count, history=history,
+                        pricing={model: priced for model, priced in pricing.items() if priced is not None})
     return replay

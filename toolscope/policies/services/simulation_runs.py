@@ -148,6 +148,11 @@ class _Summary:
     round_trip_tokens: int = 0
     duplicates_saved: int = 0
     compaction_saved: int = 0
+    recorded_dollars: float = 0.0
+    policy_dollars: float = 0.0
+    priced_sessions: int = 0
+    cache_breaks: int = 0
+    recorded_cache_breaks: int = 0
     tools: dict[str, dict[str, int]] = field(default_factory=dict)
     days: dict[str, dict[str, int]] = field(default_factory=dict)
     misses: list[dict[str, Any]] = field(default_factory=list)
@@ -165,6 +170,11 @@ class _Summary:
         self.round_trip_tokens += replayed.round_trip_tokens
         self.duplicates_saved += replayed.duplicate_tokens_saved
         self.compaction_saved += replayed.compaction_tokens_saved
+        self.recorded_dollars += replayed.recorded_dollars
+        self.policy_dollars += replayed.policy_dollars
+        self.priced_sessions += replayed.priced_sessions
+        self.cache_breaks += replayed.cache_breaks
+        self.recorded_cache_breaks += replayed.recorded_cache_breaks
         for name, figures in replayed.tools.items():
             tool = self.tools.setdefault(name, {"calls": 0, "hard": 0, "recoverable": 0, "output_tokens_saved": 0})
             tool["calls"] += figures.calls
@@ -210,6 +220,12 @@ class _Summary:
             "net_saved_share": ((self.advertised - self.sent - self.round_trip_tokens) / self.advertised
                                 if self.advertised else 0.0),
             "duplicate_tokens_saved": self.duplicates_saved, "compaction_tokens_saved": self.compaction_saved,
+            "dollars": {"priced_sessions": self.priced_sessions, "recorded": round(self.recorded_dollars, 6),
+                        "policy": round(self.policy_dollars, 6),
+                        "saved": round(self.recorded_dollars - self.policy_dollars, 6),
+                        "saved_share": ((self.recorded_dollars - self.policy_dollars) / self.recorded_dollars
+                                        if self.recorded_dollars else 0.0),
+                        "cache_breaks": self.cache_breaks, "recorded_cache_breaks": self.recorded_cache_breaks},
             "tools": dict(sorted(self.tools.items())), "days": dict(sorted(self.days.items())),
             "miss_list": self.misses, "miss_list_truncated": misses > len(self.misses),
             "session_rows": [{"session": key, **row} for key, row in self.sessions.items()],

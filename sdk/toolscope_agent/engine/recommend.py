@@ -244,9 +244,10 @@ def evaluate(catalog: Sequence[Mapping[str, Any]], found: Sequence[Candidate], h
     if len(set(clusters.values())) < 2:  # one task: its sessions are the clusters
         clusters = {session.key: session.key for session in held_out}
     scored = []
+    searches: dict[Any, dict[str, list[str]]] = {}
     for candidate in found:
         result = simulate(catalog, candidate.document(), held_out, schema_tokens=schema_tokens,
-                          menu_tokens=menu_tokens or approximate_counter)
+                          menu_tokens=menu_tokens or approximate_counter, searches=searches)
         advertised = result.advertised_tokens
         scored.append(replace(
             candidate, saved_share=result.saved_share,

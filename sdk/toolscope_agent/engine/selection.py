@@ -351,8 +351,8 @@ class _RuleIndex:
             # ASCII keywords in ASCII text: a whole-word match is a run of word characters equal
             # to the keyword but for case, so a dict lookup per run is what the regex would find.
             words = self.words
-            for run in _WORD.findall(message):
-                rules = words.get(run.lower())
+            for run in _runs(message):
+                rules = words.get(run)
                 if rules is not None:
                     found.update(rules)
             return found
@@ -362,6 +362,21 @@ class _RuleIndex:
                 if keyword.fullmatch(text):
                     found.update(positions)
         return found
+
+
+_RUNS: dict[str, frozenset[str]] = {}
+_RUNS_SIZE = 20_000
+
+
+def _runs(message: str) -> frozenset[str]:
+    """An ASCII message's distinct runs of word characters, lowercased: kept for the messages seen
+    last (a replay matches each task against every candidate policy), up to _RUNS_SIZE of them."""
+    found = _RUNS.get(message)
+    if found is None:
+        if len(_RUNS) >= _RUNS_SIZE:
+            _RUNS.clear()
+        found = _RUNS[message] = frozenset(run.lower() for run in _WORD.findall(message))
+    return found
 
 
 _RULE_INDEX_CACHE: ByteDict[tuple[Any, ...], _RuleIndex] = ByteDict(_CACHE_BYTES)
@@ -402,6 +417,15 @@ def _rule_index(rules: list[Any]) -> _RuleIndex | None:
     return _RULE_INDEX_CACHE.add(key, index, 3 * _pattern_bytes(tuple(written)) + 100 * len(written))
 
 
+def _checked_matches(rule: Mapping[str, Any], alone: bool, texts: Sequence[str]) -> bool:
+    """Whether a rule the index cannot decide matches one of `texts`: all of it (`alone`: a
+    keyword of several words or punctuation), else its regex (its keywords are the index's)."""
+    if alone:
+        return any(_rule_matches(rule, text) for text in texts)
+    regex = rule.get("regex")
+    return isinstance(regex, str) and bool(regex) and any(rule_regex_matches(regex, text) for text in texts)
+
+
 def _rule_matches(rule: Mapping[str, Any], message: str) -> bool:
     keywords = rule.get("keywords")
     if isinstance(keywords, list | tuple) and keywords:
@@ -433,6 +457,11 @@ class SelectionSettings:
     rule_window: int = 1
     index: _RuleIndex | None = None
     """The rules' one-word keywords in one pass (None: the rules are matched one by one)."""
+    after: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    """With an index: each tool named in a rule's `after_tools`, the positions of those rules."""
+    checked: tuple[int, ...] = ()
+    """With an index: the rules the index cannot decide alone (a keyword of several words or of
+    punctuation, or a regex), matched one by one."""
 
 
 def _section(policy: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -458,6 +487,20 @@ def policy_settings(policy: Mapping[str, Any]) -> SelectionSettings:
     sticky = section.get("sticky_discovered")
     window = section.get("rule_window")
     rules = _list(section.get("context_rules"))
+    index = _rule_index(rules) if mode == "context_rules" and rules else None
+    after: dict[str, list[int]] = {}
+    checked: list[int] = []
+    if index is not None:
+        for position, rule in enumerate(rules):
+            if not isinstance(rule, Mapping):
+                continue
+            names = rule.get("after_tools")
+            for name in dict.fromkeys(names) if isinstance(names, list | tuple) else ():
+                if isinstance(name, str):
+                    after.setdefault(name, []).append(position)
+            regex = rule.get("regex")
+            if position in index.alone or (isinstance(regex, str) and regex):
+                checked.append(position)
     return SelectionSettings(
         mode=mode if mode in MODES else DEFAULT_MODE,
         allowed=frozenset(_names(allowed)) if isinstance(allowed, list | tuple) else None,
@@ -468,7 +511,7 @@ def policy_settings(policy: Mapping[str, Any]) -> SelectionSettings:
         sticky=sticky if isinstance(sticky, bool) else True,
         rule_window=min(window, TASK_MEMORY) if isinstance(window, int) and not isinstance(window, bool)
         and window > 1 else 1,
-        index=_rule_index(rules) if mode == "context_rules" and rules else None,
+        index=index, after={name: tuple(positions) for name, positions in after.items()}, checked=tuple(checked),
     )
 
 
@@ -490,36 +533,45 @@ def _wanted(settings: SelectionSettings, state: SessionState, message: str) -> d
         # Each task message is matched on its own (a `^` anchors at its start, and no phrase spans two).
         texts = [*state.earlier_tasks(message, settings.rule_window - 1), message] if message else []
         index = settings.index
-        matched: set[int] = set()
-        if index is not None:
-            for text in texts:
-                matched |= index.matching(text)
         called = frozenset(state.discovered)
-        for position, rule in enumerate(settings.rules):
+        if index is not None:
+            # Only the rules that match are visited: a learnt policy has a rule per tool.
+            hits: set[int] = set()
+            for text in texts:
+                hits |= index.matching(text)
+            for position in settings.checked:
+                if position not in hits and _checked_matches(settings.rules[position], position in index.alone,
+                                                             texts):
+                    hits.add(position)
+            for tool in called:
+                hits.update(settings.after.get(tool, ()))
+            for position in sorted(hits):
+                _send_rule(wanted, settings, settings.rules[position])
+        for rule in settings.rules if index is None else ():
             if not isinstance(rule, Mapping):
                 continue
-            if index is None or position in index.alone:
-                hit = any(_rule_matches(rule, text) for text in texts)
-            else:
-                regex = rule.get("regex")
-                hit = position in matched or (isinstance(regex, str) and bool(regex)
-                                               and any(rule_regex_matches(regex, text) for text in texts))
+            hit = any(_rule_matches(rule, text) for text in texts)
             if not hit and called:
                 after = rule.get("after_tools")
                 hit = isinstance(after, list | tuple) and any(isinstance(name, str) and name in called
                                                               for name in after)
             if hit:
-                name = rule.get("name")
-                reason = f"rule:{name if isinstance(name, str) else ''}"
-                for group in _list(rule.get("groups")):
-                    members = settings.groups.get(group) if isinstance(group, str) else None
-                    _add(wanted, _list(members), reason)
+                _send_rule(wanted, settings, rule)
     if settings.mode == "progressive":
         _add(wanted, state.activated, "activated")
     _add(wanted, state.loaded, "loaded")
     if settings.sticky:
         _add(wanted, state.discovered, "discovered")
     return wanted
+
+
+def _send_rule(wanted: dict[str, str], settings: SelectionSettings, rule: Mapping[str, Any]) -> None:
+    """A matched rule's groups' tools, each with the rule as its reason (the first reason wins)."""
+    name = rule.get("name")
+    reason = f"rule:{name if isinstance(name, str) else ''}"
+    for group in _list(rule.get("groups")):
+        members = settings.groups.get(group) if isinstance(group, str) else None
+        _add(wanted, _list(members), reason)
 
 
 _GET_NAME = itemgetter("name")

@@ -220,15 +220,18 @@ class Simulation:
 def simulate(catalog: Sequence[Mapping[str, Any]], policy: Mapping[str, Any], sessions: Iterable[ReplaySession],
              *, schema_tokens: Mapping[str, int], menu_tokens: Callable[[str], int] | None = None,
              history: Mapping[str, Sequence[str]] | None = None,
-             pricing: Mapping[str, CachePricing] | None = None) -> Simulation:
+             pricing: Mapping[str, CachePricing] | None = None,
+             searches: dict[Any, dict[str, list[str]]] | None = None) -> Simulation:
     """Replay `sessions` under `policy` over `catalog` (see the module docstring).
 
     `schema_tokens`: each tool's schema cost by name (a name without one costs 0);
     `menu_tokens`: counts progressive mode's menu text, when given; `history`: the learned
     search history the policy's search would use; `pricing`: by a session's model, how its
-    requests are billed (a session whose model has none is not priced).
+    requests are billed (a session whose model has none is not priced); `searches`: search
+    answers to share between replays of one catalog (a recommendation replays many policies that
+    search alike: they share the answers of those that search with the same settings).
     """
-    replay = _Replay(catalog, policy, schema_tokens, menu_tokens, history, pricing)
+    replay = _Replay(catalog, policy, schema_tokens, menu_tokens, history, pricing, searches)
     result = Simulation()
     for session in sessions:
         replay.session(session, result)
@@ -239,7 +242,8 @@ class _Replay:
     def __init__(self, catalog: Sequence[Mapping[str, Any]], policy: Mapping[str, Any],
                  schema_tokens: Mapping[str, int], menu_tokens: Callable[[str], int] | None,
                  history: Mapping[str, Sequence[str]] | None,
-                 pricing: Mapping[str, CachePricing] | None = None) -> None:
+                 pricing: Mapping[str, CachePricing] | None = None,
+                 searches: dict[Any, dict[str, list[str]]] | None = None) -> None:
         self.catalog, self.policy, self.costs, self.menu_tokens = catalog, policy, schema_tokens, menu_tokens
         self.pricing = pricing or {}
         self.lists: dict[int, tuple[Sequence[str], str]] = {}  # an advertised list's identity, by id()
@@ -262,7 +266,10 @@ class _Replay:
         tools = policy.get("tools")
         self.tool_settings: Mapping[str, Any] = tools if isinstance(tools, Mapping) else {}
         self.selections: dict[tuple[Any, ...], tuple[Mapping[str, str], frozenset[Any], int]] = {}
-        self.searches: dict[str, list[str]] = {}
+        # Answers depend on the searchable tools, top_k, ranker and history: shared between
+        # replays that agree on all four.
+        self.searches: dict[str, list[str]] = ({} if searches is None else searches.setdefault(
+            (self.top_k, self.ranker, id(self.history), allowed), {}))
 
     def session(self, session: ReplaySession, result: Simulation) -> None:
         state = SessionState()

@@ -7,10 +7,10 @@ from rest_framework import exceptions, serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
+from toolscope_agent.engine.render import FORMATS
 
 from api.serializers import ErrorSerializer, IdField, StrictCharField, StrictIntegerField
 from toolscope.policies.services.resolve import (
-    FORMATS,
     MAX_MESSAGE_LENGTH,
     MAX_QUERY_LENGTH,
     PolicyNotPublished,
@@ -43,7 +43,13 @@ class ResolveInput(serializers.Serializer):
         help_text=f"The task message the context rules look at; at most {MAX_MESSAGE_LENGTH:,} characters.")
     state = serializers.DictField(required=False, allow_null=True, default=None,
                                   help_text="The session's state as returned by the previous call.")
-    format = serializers.ChoiceField(choices=FORMATS, default="openai")
+    format = serializers.ChoiceField(
+        choices=FORMATS, default="openai",
+        help_text="`openai` (Chat Completions), `anthropic`, `openai_responses` (the Responses API) or `plain`. "
+                  "A policy with `tool_search.provider_search` is rendered as the provider's own deferred loading "
+                  "in `anthropic` and `openai_responses`: its search tool, the tools sent, and every other tool "
+                  "with `defer_loading` (Responses: a policy group's inside a namespace), so the list stays put "
+                  "and the prompt cache with it.")
     label = LabelField(default="production", max_length=64)
     tools = serializers.ListField(
         child=AdvertisedToolInput(), required=False, allow_null=True, default=None, max_length=2000,

@@ -29,13 +29,7 @@ from toolscope_agent.engine.arguments import ArgumentsOutcome, apply_schema_erro
 from toolscope_agent.engine.compaction import Compacted, artifact_id, compact, rule_for, rules_from_policy
 from toolscope_agent.engine.duplicates import DuplicateTracker
 from toolscope_agent.engine.redaction import redact_arguments
-from toolscope_agent.engine.render import (
-    RETRIEVE_TOOL,
-    render_anthropic,
-    render_definition,
-    render_openai,
-    render_plain,
-)
+from toolscope_agent.engine.render import RETRIEVE_TOOL, render, render_definition
 from toolscope_agent.engine.schemas import normalize_tool
 from toolscope_agent.engine.search import (
     DEFAULT_TOP_K,
@@ -127,17 +121,9 @@ class ToolSelector:
         return selection
 
     def tools(self, message: str = "", *, format: str = "openai") -> list[dict[str, Any]]:
-        """The `tools` array for this turn's request, in the provider's shape."""
-        selection = self.select(message)
-        if format == "openai":
-            return render_openai(selection)
-        if format == "anthropic":
-            search = self._section("selection").get("tool_search")
-            provider = bool(search.get("provider_search")) if isinstance(search, Mapping) else False
-            return render_anthropic(selection, provider_search=provider)
-        if format == "plain":
-            return render_plain(selection)
-        raise ValueError(f"unknown format {format!r}; use openai, anthropic or plain")
+        """The `tools` array for this turn's request, in the provider's shape: `format` "openai"
+        (Chat Completions), "anthropic", "openai_responses" or "plain" (engine.render.render)."""
+        return render(self.select(message), format, self.policy)
 
     def search(self, query: str, top_k: int | None = None) -> list[SearchHit]:
         """What the agent's `tool_search` tool answers: ranked by the policy's ranker, with the

@@ -49,7 +49,7 @@ def reader(api_for, project):
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize("output_format", ["openai", "anthropic", "plain"])
+@pytest.mark.parametrize("output_format", ["openai", "anthropic", "openai_responses", "plain"])
 def test_the_server_and_the_sdk_select_the_same_tools(reader, published, output_format):
     document = reader.get("/api/v1/policy?label=production").json()
     catalog = reader.get("/api/v1/tools").json()["tools"]

@@ -9,8 +9,10 @@ from toolscope_agent.engine.render import (
     ANTHROPIC_SEARCH_TOOLS,
     first_sentence,
     menu_text,
+    render,
     render_anthropic,
     render_openai,
+    render_openai_responses,
     render_plain,
     selection_cost,
 )
@@ -119,3 +121,78 @@ def test_selection_cost_counts_the_sent_tools_and_the_menu():
     assert selection_cost(chosen, approximate_counter) == expected
     assert selection_cost(selection("all"), approximate_counter, "anthropic") > selection_cost(
         selection(), approximate_counter, "anthropic")
+
+
+def _validated(kind, value):
+    """`value` validated as the official SDK's type, its lazy iterables read (they validate then)."""
+    from collections.abc import Iterator
+
+    from pydantic import TypeAdapter
+
+    def read(item):
+        if isinstance(item, Iterator):
+            return [read(entry) for entry in item]
+        if isinstance(item, dict):
+            return {key: read(entry) for key, entry in item.items()}
+        if isinstance(item, list):
+            return [read(entry) for entry in item]
+        return item
+
+    return read(TypeAdapter(list[kind]).validate_python(value))
+
+
+def test_responses_entries_are_responses_functions_and_the_sdks_type():
+    from openai.types.responses import ToolParam
+
+    tools = render_openai_responses(selection("all"))
+    assert tools[0] == {"type": "function", "name": "read_file", "description": "Read a file. Returns text.",
+                        "parameters": SCHEMA, "strict": False}
+    assert tools[2] == {"type": "function", "name": "git_diff", "parameters": SCHEMA, "strict": False}
+    assert _validated(ToolParam, tools) == tools
+
+
+def test_responses_provider_search_defers_the_rest_in_the_policys_groups_as_namespaces():
+    """OpenAI's own deferred loading: the hosted tool_search, the tools sent, then what the policy
+    would not send with defer_loading, a policy group's in a namespace of its name."""
+    from openai.types.responses import ToolParam
+
+    from openai.types.responses.namespace_tool_param import Tool as NamespacedTool
+
+    tools = render_openai_responses(selection(), provider_search=True, groups={"web": ["web_fetch", "nope"]})
+    assert tools[0] == {"type": "tool_search"}
+    assert [entry.get("name") for entry in tools] == [None, "read_file", "web", "git_diff"]
+    assert tools[2] == {"type": "namespace", "name": "web", "description": "web: web_fetch", "tools": [
+        {"type": "function", "name": "web_fetch", "description": "Fetch a URL.\n\nMore.", "parameters": SCHEMA,
+         "strict": False, "defer_loading": True}]}
+    assert tools[3] == {"type": "function", "name": "git_diff", "parameters": SCHEMA, "strict": False,
+                        "defer_loading": True}
+    # A namespace's tools are checked as its own type (pydantic-core panics reading the lazy
+    # iterable of a union member's iterable field), the entries around them as the Responses tools.
+    inside = tools[2]["tools"]
+    assert _validated(NamespacedTool, inside) == inside
+    shallow = [{**entry, "tools": []} if entry.get("type") == "namespace" else entry for entry in tools]
+    assert _validated(ToolParam, shallow) == shallow
+    # Nothing deferred, nothing to search: no search tool at all (toolscope's is the provider's part).
+    assert render_openai_responses(selection("all"), provider_search=True) == [
+        entry for entry in render_openai_responses(selection("all")) if entry["name"] != "tool_search"]
+
+
+def test_anthropic_provider_search_is_the_sdks_type():
+    from anthropic.types import ToolUnionParam
+
+    tools = render_anthropic(selection(), provider_search=True, search_variant="bm25")
+    assert _validated(ToolUnionParam, tools) == tools
+
+
+@pytest.mark.parametrize("format", ["openai", "anthropic", "openai_responses", "plain"])
+def test_render_dispatches_each_format_as_the_policy_asks(format):
+    policy = {"selection": {**SEARCH_POLICY["selection"], "tool_search": {"provider_search": True},
+                            "groups": {"web": ["web_fetch"]}}}
+    chosen = select_tools(CATALOG, policy, SessionState())
+    expected = {"openai": render_openai(chosen), "anthropic": render_anthropic(chosen, provider_search=True),
+                "openai_responses": render_openai_responses(chosen, provider_search=True,
+                                                            groups={"web": ["web_fetch"]}),
+                "plain": render_plain(chosen)}[format]
+    assert render(chosen, format, policy) == expected
+    with pytest.raises(ValueError, match="unknown format"):
+        render(chosen, "gemini", policy)

@@ -66,7 +66,8 @@ RETRIEVE_TOOL: dict[str, Any] = {
 }
 """The tool that gives a compacted output's original back (compaction.py names its id)."""
 
-FORMATS: tuple[str, ...] = ("openai", "anthropic", "plain")
+FORMATS: tuple[str, ...] = ("openai", "anthropic", "openai_responses", "plain")
+"""`render`'s formats: Chat Completions, Anthropic Messages, the Responses API, toolscope's own."""
 
 MENU_ACTIVE_MARK = "*"
 MENU_SENTENCE_LIMIT = 160
@@ -221,6 +222,69 @@ def render_anthropic(selection: Selection, *, provider_search: bool = False,
     if not deferred:
         return loaded
     return [dict(ANTHROPIC_SEARCH_TOOLS[search_variant]), *loaded, *deferred]
+
+
+def _responses(tool: Mapping[str, Any]) -> dict[str, Any]:
+    """A Responses API function: `strict` false keeps the schema as the tool wrote it (strict mode
+    would reject schemas it cannot enforce; the API's type requires the key)."""
+    entry: dict[str, Any] = {"type": "function", "name": tool.get("name", "")}
+    if description := _description(tool):
+        entry["description"] = description
+    entry["parameters"] = _schema(tool)
+    entry["strict"] = False
+    return entry
+
+
+def render_openai_responses(selection: Selection, *, provider_search: bool = False,
+                            groups: Mapping[str, Sequence[str]] | None = None) -> list[dict[str, Any]]:
+    """Responses API `tools` entries (`{"type": "function", "name", "description",
+    "parameters", "strict": false}`) for the tools sent in full.
+
+    With `provider_search`, OpenAI's hosted `tool_search` replaces toolscope's, as its deferred
+    loading asks: `{"type": "tool_search"}` first, then the tools sent in full except toolscope's
+    `tool_search`, then every deferred tool with `"defer_loading": true`, those of a policy group
+    (`groups`, name -> members) inside a namespace of that name, the rest on their own. The list
+    stays the same from request to request while the catalog does, so the provider's prompt
+    cache keeps it; what a search loads arrives inside the conversation. Nothing deferred means
+    nothing to search: the search tool is then left out."""
+    if not provider_search:
+        return [_responses(tool) for tool in selection.tools]
+    loaded = [_responses(tool) for tool in selection.tools if tool.get("name") != SEARCH_TOOL_NAME]
+    deferred = {tool.get("name"): {**_responses(tool), "defer_loading": True}
+                for tool in selection.deferred if tool.get("name") != SEARCH_TOOL_NAME}
+    if not deferred:
+        return loaded
+    namespaces = []
+    for group, members in (groups or {}).items():
+        inside = [deferred.pop(name) for name in dict.fromkeys(members) if name in deferred]
+        if inside:
+            names = ", ".join(entry["name"] for entry in inside)
+            namespaces.append({"type": "namespace", "name": group, "description": f"{group}: {names}",
+                               "tools": inside})
+    return [{"type": "tool_search"}, *loaded, *namespaces, *deferred.values()]
+
+
+def render(selection: Selection, format: str, policy: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The selection's `tools` array in `format` (FORMATS), as `policy` asks: its
+    `tool_search.provider_search` renders Anthropic's and the Responses API's own deferred loading
+    (the Responses API's namespaces from the policy's groups). The SDK's selector and
+    `/policy/resolve` both answer with it."""
+    section = policy.get("selection") if isinstance(policy.get("selection"), Mapping) else policy
+    search = section.get("tool_search") if isinstance(section, Mapping) else None
+    provider = bool(search.get("provider_search")) if isinstance(search, Mapping) else False
+    if format == "openai":
+        return render_openai(selection)
+    if format == "anthropic":
+        return render_anthropic(selection, provider_search=provider)
+    if format == "openai_responses":
+        groups = section.get("groups") if isinstance(section, Mapping) else None
+        return render_openai_responses(selection, provider_search=provider, groups={
+            name: [member for member in members if isinstance(member, str)]
+            for name, members in (groups.items() if isinstance(groups, Mapping) else ())
+            if isinstance(name, str) and isinstance(members, list | tuple)})
+    if format == "plain":
+        return render_plain(selection)
+    raise ValueError(f"unknown format {format!r}; use {', '.join(FORMATS)}")
 
 
 def render_plain(selection: Selection) -> list[dict[str, Any]]:

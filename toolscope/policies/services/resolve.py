@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from toolscope_agent.engine.render import render_anthropic, render_openai, render_plain, selection_cost
+from toolscope_agent.engine.render import render, selection_cost
 from toolscope_agent.engine.search import DEFAULT_RANKER, ranker_for, search_tools, searchable
 from toolscope_agent.engine.selection import SessionState, search_tool_added, select_tools
 
@@ -15,7 +15,6 @@ from toolscope.policies.services.semantic_search import semantic_index
 from toolscope.telemetry.models import Project
 from toolscope.tokenizer import counter
 
-FORMATS = ("openai", "anthropic", "plain")
 # Longest task message /policy/resolve takes (characters). Rules match it with RE2 in linear
 # time, so this bounds a request's matching work, not its correctness; a longer message is a 400.
 MAX_MESSAGE_LENGTH = 100_000
@@ -59,7 +58,7 @@ def policy_resolve(
         "label": label,
         "version": document["version"],
         "mode": selection.mode,
-        "tools": _render(selection, output_format, document),
+        "tools": render(selection, output_format, document),
         "menu": selection.menu,
         "reasons": selection.reasons,
         "state": session.to_dict(),
@@ -71,14 +70,6 @@ def _allowed(document: dict[str, Any]) -> dict[str, Any]:
     allowed = document.get("selection", {}).get("allowed")
     return {} if allowed is None else {"allowed": allowed}
 
-
-def _render(selection: Any, output_format: str, document: dict[str, Any]) -> list[dict[str, Any]]:
-    if output_format == "openai":
-        return render_openai(selection)
-    if output_format == "anthropic":
-        provider = bool(document.get("selection", {}).get("tool_search", {}).get("provider_search"))
-        return render_anthropic(selection, provider_search=provider)
-    return render_plain(selection)
 
 
 def tools_search(*, project: Project, query: str, top_k: int, label: str = "production") -> dict[str, Any]:

@@ -155,7 +155,6 @@ def test_responses_provider_search_defers_the_rest_in_the_policys_groups_as_name
     """OpenAI's own deferred loading: the hosted tool_search, the tools sent, then what the policy
     would not send with defer_loading, a policy group's in a namespace of its name."""
     from openai.types.responses import ToolParam
-
     from openai.types.responses.namespace_tool_param import Tool as NamespacedTool
 
     tools = render_openai_responses(selection(), provider_search=True, groups={"web": ["web_fetch", "nope"]})

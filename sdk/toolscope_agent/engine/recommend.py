@@ -248,15 +248,15 @@ def evaluate(catalog: Sequence[Mapping[str, Any]], found: Sequence[Candidate], h
     for candidate in found:
         result = simulate(catalog, candidate.document(), held_out, schema_tokens=schema_tokens,
                           menu_tokens=menu_tokens or approximate_counter, searches=searches)
-        advertised = result.advertised_tokens
+        totals = result.totals()
+        net = totals.saved_tokens - totals.round_trip_tokens
         scored.append(replace(
-            candidate, saved_share=result.saved_share,
-            miss_rate=result.miss_rate, hard_misses=result.hard_misses, saved_tokens=result.saved_tokens,
-            hard_miss_rate=result.hard_miss_rate, hard_miss_error=hard_miss_error(result, clusters),
-            recoverable_misses=result.recoverable_misses,
-            recoverable_miss_rate=result.recoverable_miss_rate, schema_tokens_saved=result.saved_tokens,
-            round_trip_tokens=result.round_trip_tokens, net_saved_tokens=result.net_saved_tokens,
-            net_saved_share=result.net_saved_tokens / advertised if advertised else 0.0))
+            candidate, saved_share=totals.share(totals.saved_tokens),
+            miss_rate=totals.rate(totals.hard_misses + totals.recoverable_misses), hard_misses=totals.hard_misses,
+            saved_tokens=totals.saved_tokens, hard_miss_rate=totals.rate(totals.hard_misses),
+            hard_miss_error=hard_miss_error(result, clusters), recoverable_misses=totals.recoverable_misses,
+            recoverable_miss_rate=totals.rate(totals.recoverable_misses), schema_tokens_saved=totals.saved_tokens,
+            round_trip_tokens=totals.round_trip_tokens, net_saved_tokens=net, net_saved_share=totals.share(net)))
         if progress is not None:
             progress(len(scored), len(found))
     return scored

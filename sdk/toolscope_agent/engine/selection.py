@@ -333,6 +333,9 @@ class _RuleIndex:
     on the first message that needs it)."""
     _by_length: dict[int, tuple[tuple[re.Pattern[str], tuple[int, ...]], ...]] = field(
         default_factory=dict, compare=False, repr=False)
+    _matched: dict[str, frozenset[int]] = field(default_factory=dict, compare=False, repr=False)
+    """`matching`'s answers for the messages seen last (a replay asks about each task once per
+    candidate policy, and candidates with the same keywords share this index), up to _RUNS_SIZE."""
 
     def _of_length(self, length: int) -> tuple[tuple[re.Pattern[str], tuple[int, ...]], ...]:
         found = self._by_length.get(length)
@@ -342,8 +345,16 @@ class _RuleIndex:
             self._by_length[length] = found
         return found
 
-    def matching(self, message: str) -> set[int]:
+    def matching(self, message: str) -> frozenset[int]:
         """The positions of the rules whose one-word keywords occur in `message` as whole words."""
+        found = self._matched.get(message)
+        if found is None:
+            if len(self._matched) >= _RUNS_SIZE:
+                self._matched.clear()
+            found = self._matched[message] = frozenset(self._match(message))
+        return found
+
+    def _match(self, message: str) -> set[int]:
         found: set[int] = set()
         if self.pattern is None:
             return found

@@ -36,6 +36,7 @@ Nothing here reads a clock or iterates a set into the output: equal input, equal
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -142,6 +143,28 @@ class ToolFigures:
     output_tokens_saved: int = 0
 
 
+@dataclass(frozen=True)
+class Totals:
+    """A replay's totals (Simulation.totals) and the rates the properties derive from them."""
+
+    advertised_tokens: int
+    sent_tokens: int
+    calls: int
+    hard_misses: int
+    recoverable_misses: int
+    round_trip_tokens: int
+
+    @property
+    def saved_tokens(self) -> int:
+        return self.advertised_tokens - self.sent_tokens
+
+    def share(self, tokens: int) -> float:
+        return tokens / self.advertised_tokens if self.advertised_tokens else 0.0
+
+    def rate(self, misses: int) -> float:
+        return misses / self.calls if self.calls else 0.0
+
+
 @dataclass
 class Simulation:
     """Totals, and the rows behind them (per turn, per tool, every miss)."""
@@ -158,6 +181,17 @@ class Simulation:
     priced_sessions: int = 0
     cache_breaks: int = 0  # policy requests whose tool list differs from the one before (a new prefix)
     recorded_cache_breaks: int = 0  # the same, as recorded
+
+    def totals(self) -> Totals:
+        """The figures the properties give, in one pass over the rows (a caller reading many)."""
+        advertised = sent = calls = round_trips = 0
+        for row in self.turns:
+            advertised += row.advertised_tokens
+            sent += row.sent_tokens
+            calls += row.calls
+            round_trips += row.round_trip_tokens
+        hard = sum(miss.kind == HARD for miss in self.misses)
+        return Totals(advertised, sent, calls, hard, len(self.misses) - hard, round_trips)
 
     @property
     def dollars_saved(self) -> float:
@@ -361,7 +395,7 @@ class _Replay:
         found = self.selections.get(key)
         if found is None:
             selection = select_tools(self.catalog, self.policy, state, message, settings=self.settings)
-            cost = sum(self.costs.get(name, 0) for name in selection.reasons)
+            cost = sum(map(self.costs.get, selection.reasons, itertools.repeat(0)))
             if selection.menu and self.menu_tokens is not None:
                 cost += self.menu_tokens(selection.menu)
             # Only progressive mode's misses read the deferred names (the menu's): others skip the set.

@@ -81,3 +81,32 @@ def test_a_round_trip_re_reads_the_cached_context():
     assert result.recoverable_misses == 1
     assert result.policy_dollars == pytest.approx(dollars((2100, 3.75), (2100, 0.3)))
     assert result.recorded_dollars == pytest.approx(dollars((3000, 3.75)))
+
+
+def test_the_providers_own_deferred_loading_keeps_the_head_of_the_prompt_put():
+    """Three requests calling a tool the search finds (tool_3, then tool_4, then tool_3 again).
+    toolscope's search loads each into the tool list: the list at the head of the prompt changes,
+    and the conversation after it is written again. The provider's own deferred loading
+    (`provider_search`) puts what its search loads inside the conversation: the head stays the
+    search tool alone, and each request reads the one before."""
+    from toolscope_agent.engine.simulation import RecordedCall
+
+    catalog = [*CATALOG, {"name": "tool_search", "description": "Find tools."}]
+    turns = [RecordedTurn(message=f"Does {name}.", advertised=NAMES, advertised_tokens=1000,
+                          input_tokens=3000 + 500 * n, at=30 * n, calls=[RecordedCall(name)])
+             for n, name in enumerate(["tool_3", "tool_4", "tool_3"])]
+
+    def priced(provider_search: bool):
+        policy = {"selection": {"mode": "tool_search", "tool_search": {"provider_search": provider_search}}}
+        return simulate(catalog, policy, [ReplaySession("s", turns, model="claude-sonnet-4-5")],
+                        schema_tokens={**COSTS, "tool_search": 100}, pricing={"claude-sonnet-4-5": SONNET})
+
+    ours, native = priced(False), priced(True)
+    assert ours.recoverable_misses == native.recoverable_misses == 2  # tool_3 stays loaded for the third
+    assert (ours.cache_breaks, native.cache_breaks) == (2, 0)
+    # Native: the head is tool_search (100) throughout; each loaded tool joins the conversation.
+    # Request 1: 2,100 written, its round trip reads them. Request 2: 2,100 read, 500 + 100 (tool_3
+    # loaded) written, its round trip reads 2,700. Request 3: 2,700 read, 500 + 100 (tool_4) written.
+    assert native.policy_dollars == pytest.approx(dollars(
+        (2100, 3.75), (2100, 0.3), (2100, 0.3), (600, 3.75), (2700, 0.3), (2700, 0.3), (600, 3.75)))
+    assert native.policy_dollars < ours.policy_dollars

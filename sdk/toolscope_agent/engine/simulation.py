@@ -45,10 +45,12 @@ from toolscope_agent.engine.cache import FIVE_MINUTES, Block, CacheUse, Conversa
 from toolscope_agent.engine.compaction import rule_for, rules_from_policy
 from toolscope_agent.engine.render import SEARCH_TOOL_NAME
 from toolscope_agent.engine.search import DEFAULT_TOP_K, MAX_TOP_K, clamp_top_k, ranker_for, search_tools
-from toolscope_agent.engine.selection import SessionState, policy_settings, select_tools
+from toolscope_agent.engine.selection import SessionState, policy_searches, policy_settings, select_tools
 
 RECOVERABLE = "recoverable"
 HARD = "hard"
+_IN_CONVERSATION = frozenset({"loaded", "discovered"})
+"""Selection reasons whose tools the provider's own deferred loading puts in the conversation."""
 ROUND_TRIP_CONTEXT_TOKENS = 2_000
 """A round trip's context besides the schemas (system prompt and history) when the turn's input
 is not known: an estimate (a short system prompt, the task and a few messages)."""
@@ -288,6 +290,10 @@ class _Replay:
         self.top_k = clamp_top_k(search.get("top_k", DEFAULT_TOP_K), search.get("max_top_k", MAX_TOP_K))
         self.ranker = ranker_for(search if search else None)
         self.history = history if search.get("learned") else None
+        # The provider's own deferred loading (render.render with `provider_search`): what a
+        # search loads, and what a call discovers, arrives inside the conversation, not in the
+        # tool list at the head of the prompt (`_price`).
+        self.native = bool(search.get("provider_search")) and policy_searches(policy)
         allowed = self.settings.allowed
         self.searchable = [tool for tool in catalog if allowed is None or tool.get("name") in allowed]
         outputs = policy.get("outputs")
@@ -310,6 +316,8 @@ class _Replay:
         message = ""
         pricing = self.pricing.get(session.model)
         priced: list[tuple[float, str, int, str, int, int, int]] = []
+        inside: set[str] = set()  # natively deferred tools loaded into the conversation so far
+        loaded_tokens = 0
         for index, turn in enumerate(session.turns):
             message = turn.message or message
             sent, deferred, cost = self._selected(state, message)
@@ -345,8 +353,16 @@ class _Replay:
             if pricing is not None:
                 rest = (max(0, turn.input_tokens - advertised) if turn.input_tokens is not None
                         else ROUND_TRIP_CONTEXT_TOKENS)
+                head, head_cost = sent, cost
+                if self.native:
+                    head = {name: reason for name, reason in sent.items() if reason not in _IN_CONVERSATION}
+                    head_cost = cost - sum(self.costs.get(name, 0) for name in sent if name not in head)
+                    for name in sent:
+                        if name not in head and name not in inside:
+                            inside.add(name)
+                            loaded_tokens += self.costs.get(name, 0)
                 priced.append((turn.at or 0.0, self._list_key(turn.advertised), advertised,
-                               "\x1f".join(sent), cost, rest, recovered))
+                               "\x1f".join(head), head_cost, rest + loaded_tokens, recovered))
         if pricing is not None:
             self._price(priced, pricing, result)
 

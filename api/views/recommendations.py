@@ -71,6 +71,13 @@ class CandidateOutput(serializers.Serializer):
     refit = serializers.BooleanField(help_text="True when `selection` and `outputs` were learnt again on every "
                                      "session (fit and held-out); the figures are those of the version learnt on "
                                      "the fit sessions, measured on the held-out ones.")
+    priced_sessions = serializers.IntegerField(help_text="Held-out sessions whose model has a price; when any, "
+                                               "candidates are ranked on dollars, not tokens.")
+    recorded_dollars = serializers.FloatField(help_text="Their input in dollars as recorded, under the "
+                                              "provider's prompt cache (docs/cost.md).")
+    policy_dollars = serializers.FloatField(help_text="The same under this candidate, round trips included.")
+    net_dollars_share = serializers.FloatField(help_text="(recorded - policy) / recorded.")
+    cache_breaks = serializers.IntegerField(help_text="Requests whose tool list differs from the one before.")
 
 
 class RecommendationResult(serializers.Serializer):
@@ -79,8 +86,9 @@ class RecommendationResult(serializers.Serializer):
     held_out = serializers.IntegerField(help_text="Sessions they were scored on (the newer tasks).")
     candidates = CandidateOutput(many=True)
     front = serializers.ListField(child=serializers.CharField(), help_text="The Pareto front's names.")
-    recommended = serializers.CharField(allow_null=True, help_text="The front's candidate saving most net "
-                                        "tokens within 2% hard misses; null with fewer than 10 sessions.")
+    recommended = serializers.CharField(allow_null=True, help_text="The front's candidate saving most (dollars "
+                                        "when priced, else net tokens) with its hard misses within 2% by one "
+                                        "standard error; null with fewer than 10 sessions.")
     recommended_document = serializers.DictField(allow_null=True, help_text="The recommended candidate's "
                                                  "policy document sections: {selection, outputs}.")
 

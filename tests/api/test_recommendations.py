@@ -192,3 +192,35 @@ def test_a_run_stored_before_families_and_refits_still_reads(reader, recorded, d
     assert response.status_code == 200
     rows = response.json()["result"]["candidates"]
     assert all(row["family"] == row["name"] and row["refit"] is False for row in rows)
+
+
+def test_priced_sessions_give_every_candidate_its_dollars_and_a_native_candidate_applies(
+        reader, admin, project, django_capture_on_commit_callbacks):
+    """A 32-tool catalog (toolscope's search joins the candidates) and sessions of
+    claude-sonnet-4-5 with their times: every candidate is priced under the provider's cache, and
+    the provider's own deferred loading, applied, turns `provider_search` on in the draft."""
+    from tests.admin.builders import make_policy, make_tool
+    from tests.factories import make_session, make_tool_call, make_turn
+
+    names = [f"tool_{n:02d}" for n in range(32)]
+    tools = [make_tool(project, name, schema_tokens=150, description=f"Can {name} things.") for name in names]
+    policy = make_policy(project, always_on=tools)
+    begin = timezone.now() - timedelta(days=2)
+    for n in range(24):
+        session = make_session(project, started_at=begin + timedelta(minutes=10 * n))
+        for k in range(3):
+            name = names[(n + k) % 32]
+            turn = make_turn(session, k, advertised=names, task_message=f"please {name} it", schema_tokens=4800,
+                             estimated_input_tokens=4800 + 2000 + 400 * k, model="claude-sonnet-4-5",
+                             started_at=session.started_at + timedelta(seconds=30 * k))
+            make_tool_call(turn, name, output_tokens=200)
+    done = computed(reader, django_capture_on_commit_callbacks)
+    rows = {row["name"]: row for row in done["result"]["candidates"]}
+    assert all(row["priced_sessions"] > 0 and row["recorded_dollars"] > 0 for row in rows.values())
+    native = next(name for name in rows if name.startswith("provider's deferred loading + top 0"))
+    assert rows[native]["cache_breaks"] == 0
+    response = admin.post(f"{URL}/{done['id']}/apply", {"candidate": native}, format="json")
+    assert response.status_code == 200, response.json()
+    policy.refresh_from_db()
+    assert policy.provider_search and policy.mode == "tool_search"
+    assert response.json()["selection"]["tool_search"]["provider_search"] is True

@@ -118,7 +118,8 @@ def test_tools_that_rules_miss_are_kept_on_cheapest_miss_first_and_rules_send_th
 
 def test_the_same_policy_is_a_candidate_once_under_its_first_name():
     found = candidates(CATALOG, history("f", 12), schema_tokens=COSTS)
-    sent = [(c.selection["mode"], sorted(c.selection["always_on"]), c.selection["context_rules"]) for c in found]
+    sent = [(c.selection["mode"], sorted(c.selection["always_on"]), c.selection["context_rules"],
+             c.selection["tool_search"].get("provider_search", False)) for c in found]
     assert len(sent) == len({repr(key) for key in sent})
     assert "always-on top 2 + 1 rules" in {c.name for c in found}
 
@@ -259,3 +260,33 @@ def test_evaluate_clusters_the_error_by_task():
     plain = Candidate("plain", {"mode": "context_rules", "always_on": ["read_file"]}, {})
     (scored,) = evaluate(WIDE, [plain], held_out, schema_tokens=WIDE_COSTS)
     assert scored.hard_miss_rate == 0.5 and scored.hard_miss_error == 0.0  # both tasks miss half their calls
+
+
+def test_priced_sessions_are_ranked_on_dollars_and_the_providers_deferral_keeps_the_cache():
+    """Sessions of claude-sonnet-4-5, three requests 30 s apart, each calling another rare tool the
+    search finds. In tokens, toolscope's search and the provider's own deferred loading save the
+    same; in dollars the provider's keeps the tool list at the head of the prompt put (what its
+    search loads joins the conversation), so every request reads the one before, and it wins."""
+    from toolscope_agent.engine.cache import rules_for
+    from toolscope_agent.engine.simulation import CachePricing
+
+    sonnet = CachePricing(rules_for("anthropic", "claude-sonnet-4-5"), input=3, cache_read=0.3, cache_write=3.75,
+                          cache_write_1h=6)
+
+    def sessions(prefix: str) -> list[ReplaySession]:
+        return [ReplaySession(f"{prefix}{n}", [RecordedTurn(
+            message=f"please {RARE[(n + k) % 24]} it", advertised=WIDE_ADVERTISED, at=30.0 * k,
+            input_tokens=sum(WIDE_COSTS.values()) + 3000 + 500 * k,
+            calls=[RecordedCall(f"{RARE[(n + k) % 24]}_tool")]) for k in range(3)], model="claude-sonnet-4-5")
+            for n in range(12)]
+
+    scored = {c.name: c for c in evaluate(WIDE, candidates(WIDE, sessions("f")), sessions("h"),
+                                          schema_tokens=WIDE_COSTS, pricing={"claude-sonnet-4-5": sonnet})}
+    ours, native = scored["tool_search + top 0"], scored["provider's deferred loading + top 0"]
+    assert native.selection["tool_search"]["provider_search"] is True
+    assert (ours.net_saved_share, ours.hard_miss_rate) == (native.net_saved_share, native.hard_miss_rate)
+    assert ours.priced_sessions == native.priced_sessions == 12
+    assert ours.cache_breaks > 0 and native.cache_breaks == 0
+    assert native.policy_dollars < ours.policy_dollars and native.benefit > ours.benefit
+    best = recommend(pareto(list(scored.values())))
+    assert best is not None and best.benefit == max(c.benefit for c in scored.values() if c.hard_miss_rate <= 0.02)

@@ -96,7 +96,7 @@ from toolscope_agent.engine.learning import (
     word_associations,
 )
 from toolscope_agent.engine.render import SEARCH_TOOL, SEARCH_TOOL_NAME
-from toolscope_agent.engine.simulation import HARD, ReplaySession, Simulation, simulate
+from toolscope_agent.engine.simulation import HARD, CachePricing, ReplaySession, Simulation, simulate
 from toolscope_agent.engine.text import STOPWORDS, words
 from toolscope_agent.engine.tokens import approximate_counter
 
@@ -137,6 +137,19 @@ class Candidate:
     net_saved_share: float = 0.0  # net_saved_tokens / advertised schema tokens
     family: str = ""  # the candidate's kind and settings, without what it learnt: equal across refits
     refit: bool = False  # selection and outputs learnt again on every session (see `refitted`)
+    # In dollars under the provider's prompt cache, when the held-out sessions were priced
+    # (`evaluate`'s `pricing`): their input as recorded and under the candidate, round trips included.
+    priced_sessions: int = 0
+    recorded_dollars: float = 0.0
+    policy_dollars: float = 0.0
+    net_dollars_share: float = 0.0  # (recorded - policy) / recorded
+    cache_breaks: int = 0
+
+    @property
+    def benefit(self) -> float:
+        """What the candidate is ranked on: the share of dollars it saves when its sessions were
+        priced (a list that changes mid-session re-writes the cache), else of net tokens."""
+        return self.net_dollars_share if self.priced_sessions else self.net_saved_share
 
     def document(self) -> dict[str, Any]:
         return {"selection": self.selection, "outputs": self.outputs}
@@ -169,6 +182,9 @@ def candidates(catalog: Sequence[Mapping[str, Any]], fit: Sequence[ReplaySession
                 f"always-on top {k} + rules")
         if SEARCH_TOOL_NAME in names:
             add(f"tool_search + top {k}", _selection("tool_search", [*always, SEARCH_TOOL_NAME]))
+            if k in PROGRESSIVE_K:  # the provider's own deferred loading: the list at the head stays put
+                add(f"provider's deferred loading + top {k}",
+                    _selection("tool_search", [*always, SEARCH_TOOL_NAME], provider_search=True))
         if k in PROGRESSIVE_K:
             add(f"progressive menu + top {k}", _selection("progressive", always))
     inner = grouped_split(fit)  # nested in the fit sessions: the held-out ones stay unseen
@@ -236,10 +252,13 @@ def with_search_tool(catalog: Sequence[Mapping[str, Any]], schema_tokens: Mappin
 
 def evaluate(catalog: Sequence[Mapping[str, Any]], found: Sequence[Candidate], held_out: Sequence[ReplaySession],
              *, schema_tokens: Mapping[str, int], menu_tokens: Callable[[str], int] | None = None,
-             progress: Callable[[int, int], None] | None = None) -> list[Candidate]:
+             progress: Callable[[int, int], None] | None = None,
+             pricing: Mapping[str, CachePricing] | None = None) -> list[Candidate]:
     """Each candidate with its figures on `held_out`; `progress(done, total)` after each. A
     progressive candidate's menu is priced with `menu_tokens` (the server's tokenizer), else one
-    token per four characters (tokens.approximate_counter)."""
+    token per four characters (tokens.approximate_counter). With `pricing` (by a session's
+    model), each is also priced in dollars under the provider's prompt cache, and ranked on them
+    (`Candidate.benefit`)."""
     clusters = {session.key: task_key(session) for session in held_out}
     if len(set(clusters.values())) < 2:  # one task: its sessions are the clusters
         clusters = {session.key: session.key for session in held_out}
@@ -247,7 +266,7 @@ def evaluate(catalog: Sequence[Mapping[str, Any]], found: Sequence[Candidate], h
     searches: dict[Any, dict[str, list[str]]] = {}
     for candidate in found:
         result = simulate(catalog, candidate.document(), held_out, schema_tokens=schema_tokens,
-                          menu_tokens=menu_tokens or approximate_counter, searches=searches)
+                          menu_tokens=menu_tokens or approximate_counter, searches=searches, pricing=pricing)
         totals = result.totals()
         net = totals.saved_tokens - totals.round_trip_tokens
         scored.append(replace(
@@ -256,21 +275,24 @@ def evaluate(catalog: Sequence[Mapping[str, Any]], found: Sequence[Candidate], h
             saved_tokens=totals.saved_tokens, hard_miss_rate=totals.rate(totals.hard_misses),
             hard_miss_error=hard_miss_error(result, clusters), recoverable_misses=totals.recoverable_misses,
             recoverable_miss_rate=totals.rate(totals.recoverable_misses), schema_tokens_saved=totals.saved_tokens,
-            round_trip_tokens=totals.round_trip_tokens, net_saved_tokens=net, net_saved_share=totals.share(net)))
+            round_trip_tokens=totals.round_trip_tokens, net_saved_tokens=net, net_saved_share=totals.share(net),
+            priced_sessions=result.priced_sessions, recorded_dollars=result.recorded_dollars,
+            policy_dollars=result.policy_dollars, cache_breaks=result.cache_breaks,
+            net_dollars_share=result.dollars_saved / result.recorded_dollars if result.recorded_dollars else 0.0))
         if progress is not None:
             progress(len(scored), len(found))
     return scored
 
 
 def pareto(scored: Sequence[Candidate]) -> list[Candidate]:
-    """The candidates no other saves more net tokens with at most as many hard misses, by
-    hard-miss rate ascending."""
-    ordered = sorted(scored, key=lambda c: (c.hard_miss_rate, -c.net_saved_share, c.recoverable_miss_rate, c.name))
+    """The candidates no other saves more (`Candidate.benefit`: dollars when priced, else net
+    tokens) with at most as many hard misses, by hard-miss rate ascending."""
+    ordered = sorted(scored, key=lambda c: (c.hard_miss_rate, -c.benefit, c.recoverable_miss_rate, c.name))
     front, best = [], float("-inf")
     for candidate in ordered:
-        if candidate.net_saved_share > best:
+        if candidate.benefit > best:
             front.append(candidate)
-            best = candidate.net_saved_share
+            best = candidate.benefit
     return front
 
 
@@ -303,15 +325,19 @@ def recommend(front: Sequence[Candidate], *, miss_budget: float = MISS_BUDGET) -
     came out lucky; the margin is how much luck a rate measured on these tasks can hold."""
     within = [c for c in front if c.hard_miss_rate + c.hard_miss_error <= miss_budget]
     if within:
-        return max(within, key=lambda c: (c.net_saved_share, -c.hard_miss_rate, -c.recoverable_miss_rate))
-    return min(front, key=lambda c: (c.hard_miss_rate, -c.net_saved_share)) if front else None
+        return max(within, key=lambda c: (c.benefit, -c.hard_miss_rate, -c.recoverable_miss_rate))
+    return min(front, key=lambda c: (c.hard_miss_rate, -c.benefit)) if front else None
 
 
 def _selection(mode: str, always_on: list[str], groups: Mapping[str, list[str]] | None = None,
-               rules: list[dict[str, Any]] | None = None, *, top_k: int = 8, rule_window: int = 1) -> dict[str, Any]:
+               rules: list[dict[str, Any]] | None = None, *, top_k: int = 8, rule_window: int = 1,
+               provider_search: bool = False) -> dict[str, Any]:
+    search: dict[str, Any] = {"top_k": top_k, "max_top_k": 20, "ranker": "bm25f-2"}
+    if provider_search:
+        search["provider_search"] = True
     return {"mode": mode, "always_on": list(always_on), "groups": dict(groups or {}),
             "context_rules": list(rules or []), "sticky_discovered": True, "rule_window": rule_window,
-            "tool_search": {"top_k": top_k, "max_top_k": 20, "ranker": "bm25f-2"}}
+            "tool_search": search}
 
 
 def _called(session: ReplaySession) -> set[str]:

@@ -43,6 +43,7 @@ from toolscope.policies.services.audit import audit_draft_change
 from toolscope.policies.services.background import background_enqueue, background_kind, background_run
 from toolscope.policies.services.documents import policy_document_build
 from toolscope.policies.services.simulation import (
+    SessionPricing,
     catalog_costs,
     catalog_search_tool_added,
     simulation_session_rows,
@@ -123,7 +124,8 @@ def policy_recommendations(*, project: Project, days: int = 14, limit: int = 200
     if len(catalog) >= LARGE_CATALOG:  # a tool_search policy is a candidate: the agent gets toolscope's
         catalog, costs = catalog_search_tool_added(project=project, catalog=catalog, costs=costs)
     scored = evaluate(catalog, candidates(catalog, fit, schema_tokens=costs), held_out, schema_tokens=costs,
-                      menu_tokens=counter(project.encoding), progress=progress)
+                      menu_tokens=counter(project.encoding), progress=progress,
+                      pricing=SessionPricing(project).of(held_out))
     scored = refitted(scored, catalog, sessions, schema_tokens=costs)
     front = pareto(scored)
     best = recommend(front)
@@ -135,8 +137,9 @@ def policy_recommendations(*, project: Project, days: int = 14, limit: int = 200
 def recommendation_candidates(run: Recommendation) -> list[dict[str, Any]]:
     """A done run's candidates with every figure, those a run stored before issue 25 lacks filled
     in as it measured them (no round trips priced: every miss counted hard; no family: its name;
-    not refit; no standard error)."""
-    return [{"hard_miss_rate": row["miss_rate"], "hard_miss_error": 0.0, "recoverable_misses": 0,
+    not refit; no standard error; not priced)."""
+    return [{"hard_miss_rate": row["miss_rate"], "hard_miss_error": 0.0, "priced_sessions": 0, "recorded_dollars": 0.0,
+             "policy_dollars": 0.0, "net_dollars_share": 0.0, "cache_breaks": 0, "recoverable_misses": 0,
              "recoverable_miss_rate": 0.0, "schema_tokens_saved": row.get("saved_tokens", 0), "round_trip_tokens": 0,
              "net_saved_tokens": row.get("saved_tokens", 0), "net_saved_share": row["saved_share"],
              "family": row["name"], "refit": False, **row} for row in run.result["candidates"]]
@@ -176,6 +179,7 @@ def policy_draft_apply(*, policy: Policy, selection: dict[str, Any], outputs: di
             if isinstance(ranker, str) and ranker in RANKERS:
                 policy.search_ranker = ranker
             policy.search_learned = policy.search_semantic = False
+            policy.provider_search = bool(search.get("provider_search")) if isinstance(search, dict) else False
         policy.suppress_duplicates = bool(outputs.get("duplicates", {}).get("suppress", True))
         policy.updated_by = user if user is not None and user.is_authenticated else None
         policy.save()

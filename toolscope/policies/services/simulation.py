@@ -137,13 +137,29 @@ def simulation_replayer(*, project: Project, document: dict[str, Any],
     its own, as /policy/resolve and the SDK send it."""
     catalog, costs = catalog_costs(project=project, search_tool=policy_searches(document))
     count = counter(project.encoding)
-    overrides = list(ModelPrice.objects.filter(project=project))
-    pricing: dict[str, CachePricing | None] = {}
-    now = timezone.now()
+    pricing = SessionPricing(project)
 
     def replay(sessions: list[ReplaySession]) -> Simulation:
-        for model in {session.model for session in sessions} - set(pricing):
-            pricing[model] = cache_pricing(model_price(model=model, at=now, overrides=overrides), model=model)
         return simulate(catalog, document, sessions, schema_tokens=costs, menu_tokens=count, history=history,
-                        pricing={model: priced for model, priced in pricing.items() if priced is not None})
+                        pricing=pricing.of(sessions))
     return replay
+
+
+class SessionPricing:
+    """How replayed sessions are billed, by their model: the project's own prices, else
+    genai-prices', in force now, each model looked up once (its first use reads the project's
+    prices: one query)."""
+
+    def __init__(self, project: Project) -> None:
+        self.project = project
+        self.overrides: list[ModelPrice] | None = None
+        self.found: dict[str, CachePricing | None] = {}
+        self.now = timezone.now()
+
+    def of(self, sessions: list[ReplaySession]) -> dict[str, CachePricing]:
+        for model in {session.model for session in sessions} - set(self.found):
+            if self.overrides is None:
+                self.overrides = list(ModelPrice.objects.filter(project=self.project))
+            price = model_price(model=model, at=self.now, overrides=self.overrides) if model else None
+            self.found[model] = cache_pricing(price, model=model)
+        return {model: priced for model, priced in self.found.items() if priced is not None}

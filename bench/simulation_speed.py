@@ -1,4 +1,5 @@
-"""Simulation speed (issue 14): replay 10,000 sessions / 200,000 turns under a policy.
+"""Simulation speed (issue 14; issue 26 prices it): replay 10,000 sessions / 200,000 turns under a policy,
+priced in dollars under the provider's prompt cache, then again unpriced (the same run's peer).
 
 Target: < 60 s for the whole replay on this machine.
 
@@ -28,6 +29,10 @@ EXTRA_SQL = (
     """UPDATE telemetry_turn AS t SET schema_tokens = 80 * a.tool_count + a.tool_count * (a.tool_count - 1) / 2,
            task_message = 'fix the failing tests in the files we changed'
        FROM telemetry_advertisedset AS a WHERE a.id = t.advertised_set_id""",
+    # A priced model and a growing conversation, so the replay also prices every request under the
+    # provider's prompt cache (issue 26); the last round replays again with the model cleared.
+    """UPDATE telemetry_turn SET model = 'claude-sonnet-4-5',
+           estimated_input_tokens = coalesce(schema_tokens, 0) + 2000 + 300 * index""",
     """UPDATE policies_tool SET description = 'Works on '
            || (ARRAY['files', 'git history', 'failing tests', 'deployments', 'logs'])[1 + id %% 5] || '.'""",
     """INSERT INTO policies_tool (project_id, name, description, input_schema, source, schema_hash, schema_tokens,
@@ -56,16 +61,24 @@ from toolscope.telemetry.models import Project
 project = Project.objects.get(slug="bench")
 selection = {"start": (timezone.now() - timedelta(days=400)).isoformat(), "end": timezone.now().isoformat(),
              "agent_name": None, "model": None, "limit": None}
-for name, section in json.loads(POLICIES).items():
-    simulation = Simulation.objects.create(project=project, key=name, document={"selection": section},
-                                           document_hash=name, source=name, selection=selection)
-    started = time.perf_counter()
-    done = simulation_run(simulation_id=simulation.pk)
-    seconds = time.perf_counter() - started
-    r = done.result
-    print(f"{name:14} {seconds:6.1f} s  sessions={r['sessions']:,} turns={r['turns']:,} calls={r['calls']:,} "
-          f"saved={r['saved_share']:.1%} misses={r['misses']:,} (hard {r['hard_misses']:,}) "
-          f"turns/s={r['turns'] / seconds:,.0f}")
+from toolscope.telemetry.models import Turn
+for priced in (True, False):
+    if not priced:
+        Turn.objects.filter(project=project).update(model="")
+    for name, section in json.loads(POLICIES).items():
+        key = name if priced else name + " (unpriced)"
+        simulation = Simulation.objects.create(project=project, key=key, document={"selection": section},
+                                               document_hash=key, source=name, selection=selection)
+        started = time.perf_counter()
+        done = simulation_run(simulation_id=simulation.pk)
+        seconds = time.perf_counter() - started
+        r = done.result
+        dollars = r["dollars"]
+        print(f"{key:25} {seconds:6.1f} s  sessions={r['sessions']:,} turns={r['turns']:,} calls={r['calls']:,} "
+              f"saved={r['saved_share']:.1%} misses={r['misses']:,} (hard {r['hard_misses']:,}) "
+              f"turns/s={r['turns'] / seconds:,.0f}  priced={dollars['priced_sessions']:,} "
+              f"${dollars['recorded']:,.2f} -> ${dollars['policy']:,.2f} ({dollars['saved_share']:+.1%}), "
+              f"list changes {dollars['cache_breaks']:,}")
 """
 
 

@@ -30,7 +30,6 @@ def provider_usage(raw: Any) -> dict[str, int]:
     anything else. Counts that are not non-negative numbers are left out."""
     if not isinstance(raw, Mapping):
         return {}
-    out: dict[str, int] = {}
     input_tokens = _count(raw.get("input_tokens", raw.get("prompt_tokens")))
     output_tokens = _count(raw.get("output_tokens", raw.get("completion_tokens")))
     cached = _count(raw.get("cached_tokens"))
@@ -48,16 +47,8 @@ def provider_usage(raw: Any) -> dict[str, int]:
         input_tokens = (input_tokens or 0) + (cache_read or 0) + (cache_write or 0)
         if cached is None:
             cached = cache_read or 0
-    if input_tokens is not None:
-        out["input_tokens"] = input_tokens
-    if output_tokens is not None:
-        out["output_tokens"] = output_tokens
-    if cached is not None:
-        out["cached_tokens"] = cached
     if cache_write is None:
         cache_write = _count(raw.get("cache_write_tokens"))
-    if cache_write is not None:
-        out["cache_write_tokens"] = cache_write
-    if write_1h is not None:
-        out["cache_write_1h_tokens"] = write_1h
-    return out
+    found = {"input_tokens": input_tokens, "output_tokens": output_tokens, "cached_tokens": cached,
+             "cache_write_tokens": cache_write, "cache_write_1h_tokens": write_1h}
+    return {key: value for key, value in found.items() if value is not None}

@@ -73,3 +73,36 @@ def test_every_demo_turn_the_provider_reported_adds_up_to_its_bill(viewer_client
             assert parts + turn["unattributed_tokens"] == turn["input_tokens"]
             checked += 1
     assert checked > 50
+
+
+# The providers' published prices per million tokens (uncached input, cache read, 5-minute cache
+# write, output): the page's come from genai-prices' snapshot, so this also checks the snapshot.
+PRICES = {"claude-sonnet-4-5": ("3", "0.30", "3.75", "15"), "gpt-4.1": ("2", "0.50", None, "8"),
+          "claude-opus-4-1": ("15", "1.50", "18.75", "75")}
+
+
+def test_each_demo_requests_dollars_equal_a_reference_from_its_reported_usage(viewer_client, demo):
+    """The demo's turns report their cache (reads; Anthropic's writes too): each request's dollars
+    on the session page are those tokens at the model's published prices, worked out here apart."""
+    from decimal import Decimal
+
+    from toolscope.telemetry.models import Turn
+
+    checked = set()
+    for session in demo.sessions.order_by("started_at")[:SESSIONS]:
+        if session.model in checked and len(checked) == len(PRICES):
+            break
+        page = viewer_client.get(reverse("dashboard:session", args=[demo.slug, session.client_id]), _range())
+        rows = {turn.pk: turn for turn in Turn.objects.filter(session=session)}
+        for shown in page.context["turns"]:
+            turn = rows[shown["id"]]
+            read, write = turn.cached_tokens, turn.cache_write_tokens or 0
+            uncached_price, read_price, write_price, output_price = map(
+                lambda text: Decimal(text) if text else None, PRICES[turn.model])
+            expected = (Decimal(turn.input_tokens - read - write) * uncached_price + Decimal(read) * read_price
+                        + Decimal(write) * (write_price or 0) + Decimal(turn.output_tokens) * output_price) / 1_000_000
+            assert shown["usd"] == expected, (turn.model, turn.index)
+            assert shown["billed_as"] == "reported"
+            assert (write > 0) == turn.model.startswith("claude")
+        checked.add(session.model)
+    assert checked == set(PRICES)

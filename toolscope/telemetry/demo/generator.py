@@ -93,6 +93,9 @@ class TurnRecord:
     system_prompt_chars: int
     task_message: str
     calls: tuple[CallRecord, ...]
+    # Anthropic's cache writes: what follows the read, up to the request's last breakpoint (the
+    # conversation's end); None for OpenAI, which bills none.
+    cache_write_tokens: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,7 +192,8 @@ class _Context:
         self.previous_input = input_tokens
         task = self.state.task.message if index == 0 else ""
         return TurnRecord(client_id, index, started, input_tokens, output_tokens, cached, latency,
-                          self.prompt_chars, task, calls)
+                          self.prompt_chars, task, calls,
+                          input_tokens - cached if self.model.startswith("claude") else None)
 
     def _cached(self, input_tokens: int) -> int:
         rng = self.state.rng

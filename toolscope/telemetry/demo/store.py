@@ -79,7 +79,8 @@ def _turn_event(record: SessionRecord, turn: TurnRecord, advertised: list[dict[s
         "type": "turn", "id": turn.client_id, "session_id": record.client_id, "index": turn.index,
         "model": record.model, "timestamp": turn.started_at.isoformat(), "tools": advertised,
         "usage": {"input_tokens": turn.input_tokens, "output_tokens": turn.output_tokens,
-                  "cached_tokens": turn.cached_tokens},
+                  "cached_tokens": turn.cached_tokens,
+                  **({"cache_write_tokens": turn.cache_write_tokens} if turn.cache_write_tokens is not None else {})},
         "latency_ms": turn.latency_ms, "system_prompt_chars": turn.system_prompt_chars,
     }
     if turn.task_message:

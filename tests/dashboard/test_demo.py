@@ -97,10 +97,10 @@ def test_each_demo_requests_dollars_equal_a_reference_from_its_reported_usage(vi
         for shown in page.context["turns"]:
             turn = rows[shown["id"]]
             read, write = turn.cached_tokens, turn.cache_write_tokens or 0
-            uncached_price, read_price, write_price, output_price = map(
-                lambda text: Decimal(text) if text else None, PRICES[turn.model])
+            uncached_price, read_price, write_price, output_price = (
+                Decimal(text or 0) for text in PRICES[turn.model])
             expected = (Decimal(turn.input_tokens - read - write) * uncached_price + Decimal(read) * read_price
-                        + Decimal(write) * (write_price or 0) + Decimal(turn.output_tokens) * output_price) / 1_000_000
+                        + Decimal(write) * write_price + Decimal(turn.output_tokens) * output_price) / 1_000_000
             assert shown["usd"] == expected, (turn.model, turn.index)
             assert shown["billed_as"] == "reported"
             assert (write > 0) == turn.model.startswith("claude")

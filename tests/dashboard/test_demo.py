@@ -89,9 +89,7 @@ def test_each_demo_requests_dollars_equal_a_reference_from_its_reported_usage(vi
     from toolscope.telemetry.models import Turn
 
     checked = set()
-    for session in demo.sessions.order_by("started_at")[:SESSIONS]:
-        if session.model in checked and len(checked) == len(PRICES):
-            break
+    for session in demo.sessions.order_by("started_at"):
         page = viewer_client.get(reverse("dashboard:session", args=[demo.slug, session.client_id]), _range())
         rows = {turn.pk: turn for turn in Turn.objects.filter(session=session)}
         for shown in page.context["turns"]:

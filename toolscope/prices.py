@@ -67,6 +67,17 @@ class Price:
         found = self.components.get(component)
         return found.at(input_tokens) if found is not None else None
 
+    def rates(self, input_tokens: int = 0) -> dict[str, Decimal] | None:
+        """Dollars per million tokens of each way input is billed (engine.cache.CacheUse's kinds:
+        `uncached`, `read`, `write`, `write_1h`) for a request of `input_tokens`; a cache price the
+        source does not give is the input price (unknown is not free); None without an input price."""
+        uncached = self.of("input", input_tokens)
+        if uncached is None:
+            return None
+        write = self.of("cache_write", input_tokens) or uncached
+        return {"uncached": uncached, "read": self.of("cache_read", input_tokens) or uncached, "write": write,
+                "write_1h": self.of("cache_write_1h", input_tokens) or write}
+
 
 def library_version() -> str:
     return importlib.metadata.version("genai-prices")
@@ -125,12 +136,10 @@ def _snapshot() -> Any:
 
 def cache_pricing(price: Price | None, *, provider: str = "", model: str = "") -> CachePricing | None:
     """`price` as the engine's replay bills requests (engine.simulation.CachePricing: floats per
-    million, the provider's caching rules): a cache price the source lacks is the input price
-    (unknown is not free); None without an input price."""
-    if price is None or price.of("input") is None:
+    million, the provider's caching rules, `Price.rates`); None without an input price."""
+    rates = price.rates() if price is not None else None
+    if price is None or rates is None:
         return None
-    uncached = float(price.of("input") or 0)
-    write = float(price.of("cache_write") or uncached)
-    return CachePricing(rules_for(provider or price.provider, model or price.model), input=uncached,
-                        cache_read=float(price.of("cache_read") or uncached), cache_write=write,
-                        cache_write_1h=float(price.of("cache_write_1h") or write))
+    return CachePricing(rules_for(provider or price.provider, model or price.model), input=float(rates["uncached"]),
+                        cache_read=float(rates["read"]), cache_write=float(rates["write"]),
+                        cache_write_1h=float(rates["write_1h"]))

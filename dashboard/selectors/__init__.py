@@ -10,7 +10,6 @@ from dashboard.selectors.common import COMPONENTS, UNATTRIBUTED, projects_for_us
 from dashboard.selectors.keys import api_key_get, api_key_list
 from dashboard.selectors.overview import Kpi, dead_weight, overview_kpis, token_series, tool_usage, top_by
 from dashboard.selectors.sessions import (
-    COST_COLUMNS,
     DETAIL_PAGE_MAX,
     DETAIL_PAGE_SIZE,
     PAGE_SIZE,
@@ -46,6 +45,7 @@ from dashboard.selectors.tools import (
     tool_table_arrange,
     tool_versions,
 )
+from toolscope.telemetry.services.costs import COST_COLUMNS
 
 __all__ = [
     "COMPONENTS", "COST_COLUMNS", "DETAIL_PAGE_MAX", "DETAIL_PAGE_SIZE", "PAGE_SIZE", "POSITION", "SAMPLE_SIZE",

@@ -15,10 +15,9 @@ from toolscope.telemetry.retention import days_of, days_within
 from toolscope.telemetry.selectors import call_values
 from toolscope.telemetry.services.costs import (
     COST_FIELDS,
-    TurnCost,
-    session_agreement,
+    cost_columns,
+    session_cost_summary,
     session_costs,
-    total_dollars,
 )
 
 PAGE_SIZE = 50
@@ -132,32 +131,9 @@ def session_cost(*, session: Session, turns: list[dict[str, Any]], whole: bool =
     costs = session_costs(turns=rows, overrides=list(ModelPrice.objects.filter(project_id=session.project_id)))
     by_id = {cost.turn_id: cost for cost in costs}
     for turn in turns:
-        _cost_columns(turn, by_id.get(turn["id"]))
-    return {
-        "upto": max((row["index"] for row in rows), default=None), "requests": len(costs),
-        "total": total_dollars(costs), "unpriced": sum(cost.dollars is None for cost in costs),
-        "sources": sorted({cost.price.source for cost in costs if cost.price is not None}),
-        "read": sum(cost.billed.read for cost in costs), "input": sum(cost.billed.input_tokens for cost in costs),
-        "agreement": session_agreement(costs),
-        "breaks": [(row["index"], cost.cache_break) for row, cost in zip(rows, costs, strict=True) if cost.cache_break],
-    }
-
-
-COST_COLUMNS = ("billed_cache_read", "billed_cache_write", "billed_uncached", "billed_as", "predicted_cache_read",
-                "predicted_cache_write", "usd", "schema_usd", "cache_break", "price_source")
-
-
-def _cost_columns(turn: dict[str, Any], cost: TurnCost | None) -> None:
-    turn["cost"] = cost
-    if cost is None:
-        turn.update(dict.fromkeys(COST_COLUMNS))
-        return
-    turn.update(billed_cache_read=cost.billed.read, billed_cache_write=cost.billed.write + cost.billed.write_1h,
-                billed_uncached=cost.billed.uncached, billed_as="reported" if cost.reported else "predicted",
-                predicted_cache_read=cost.predicted.read,
-                predicted_cache_write=cost.predicted.write + cost.predicted.write_1h, usd=cost.dollars,
-                schema_usd=cost.components.get("schema_tokens"), cache_break=cost.cache_break,
-                price_source=cost.price.source if cost.price is not None else "")
+        turn["cost"] = by_id.get(turn["id"])
+        turn.update(cost_columns(turn["cost"]))
+    return session_cost_summary(rows, costs)
 
 
 def _unattributed(turns: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -130,6 +130,38 @@ def session_costs(*, turns: Sequence[dict[str, Any]], overrides: Sequence[Any] =
     return costs
 
 
+COST_COLUMNS = ("billed_cache_read", "billed_cache_write", "billed_uncached", "billed_as", "predicted_cache_read",
+                "predicted_cache_write", "usd", "schema_usd", "cache_break", "price_source")
+"""A request's cost as a table row (cost_columns): the session page, its turns CSV, the read API."""
+
+
+def cost_columns(cost: TurnCost | None) -> dict[str, Any]:
+    """COST_COLUMNS of one request (all None when it was not priced)."""
+    if cost is None:
+        return dict.fromkeys(COST_COLUMNS)
+    return {"billed_cache_read": cost.billed.read, "billed_cache_write": cost.billed.write + cost.billed.write_1h,
+            "billed_uncached": cost.billed.uncached, "billed_as": "reported" if cost.reported else "predicted",
+            "predicted_cache_read": cost.predicted.read,
+            "predicted_cache_write": cost.predicted.write + cost.predicted.write_1h, "usd": cost.dollars,
+            "schema_usd": cost.components.get("schema_tokens"), "cache_break": cost.cache_break,
+            "price_source": cost.price.source if cost.price is not None else ""}
+
+
+def session_cost_summary(turns: Sequence[dict[str, Any]], costs: Sequence[TurnCost]) -> dict[str, Any]:
+    """The session's cost over `turns` (COST_FIELDS rows, with `costs` from session_costs): the last
+    turn priced, requests, dollars, unpriced requests, price sources, cache reads of the input,
+    the agreement of predicted and reported cache figures, and the cache breaks (turn, reason)."""
+    return {
+        "upto": max((row["index"] for row in turns), default=None), "requests": len(costs),
+        "total": total_dollars(costs), "unpriced": sum(cost.dollars is None for cost in costs),
+        "sources": sorted({cost.price.source for cost in costs if cost.price is not None}),
+        "read": sum(cost.billed.read for cost in costs), "input": sum(cost.billed.input_tokens for cost in costs),
+        "agreement": session_agreement(costs),
+        "breaks": [(row["index"], cost.cache_break) for row, cost in zip(turns, costs, strict=True)
+                   if cost.cache_break],
+    }
+
+
 def session_agreement(costs: Sequence[TurnCost]) -> Agreement:
     """Predicted against reported cache reads and writes over the requests that reported them."""
     return agreement([cost.predicted for cost in costs],
@@ -190,13 +222,9 @@ def _dollars(turn: dict[str, Any], billed: CacheUse, output: int,
     if price is None:
         return None, {}
     size = billed.input_tokens
-    uncached, output_rate = price.of("input", size), price.of("output", size)
-    if uncached is None or output_rate is None:
+    rates, output_rate = price.rates(size), price.of("output", size)
+    if rates is None or output_rate is None:
         return None, {}
-    # A cache price the source does not give is taken as the input price (unknown is not free).
-    write = price.of("cache_write", size) or uncached
-    rates = {"read": price.of("cache_read", size) or uncached, "write_1h": price.of("cache_write_1h", size) or write,
-             "write": write, "uncached": uncached}
     # Lay the components over the kinds in the order the cache fills them.
     parts = [(part, turn[part] or 0) for part in PARTS]
     parts.append(("unattributed", max(0, size - sum(tokens for _, tokens in parts))))

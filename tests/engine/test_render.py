@@ -19,6 +19,8 @@ from toolscope_agent.engine.render import (
 from toolscope_agent.engine.selection import Selection, SessionState, select_tools
 from toolscope_agent.engine.tokens import approximate_counter, render_tool_openai
 
+from tests.sdk_types import validated
+
 SCHEMA = {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}
 CATALOG = [
     {"name": "read_file", "description": "Read a file. Returns text.", "input_schema": SCHEMA},
@@ -123,24 +125,6 @@ def test_selection_cost_counts_the_sent_tools_and_the_menu():
         selection(), approximate_counter, "anthropic")
 
 
-def _validated(kind, value):
-    """`value` validated as the official SDK's type, its lazy iterables read (they validate then)."""
-    from collections.abc import Iterator
-
-    from pydantic import TypeAdapter
-
-    def read(item):
-        if isinstance(item, Iterator):
-            return [read(entry) for entry in item]
-        if isinstance(item, dict):
-            return {key: read(entry) for key, entry in item.items()}
-        if isinstance(item, list):
-            return [read(entry) for entry in item]
-        return item
-
-    return read(TypeAdapter(list[kind]).validate_python(value))
-
-
 def test_responses_entries_are_responses_functions_and_the_sdks_type():
     from openai.types.responses import ToolParam
 
@@ -148,7 +132,7 @@ def test_responses_entries_are_responses_functions_and_the_sdks_type():
     assert tools[0] == {"type": "function", "name": "read_file", "description": "Read a file. Returns text.",
                         "parameters": SCHEMA, "strict": False}
     assert tools[2] == {"type": "function", "name": "git_diff", "parameters": SCHEMA, "strict": False}
-    assert _validated(ToolParam, tools) == tools
+    assert validated(ToolParam, tools) == tools
 
 
 def test_responses_provider_search_defers_the_rest_in_the_policys_groups_as_namespaces():
@@ -165,12 +149,13 @@ def test_responses_provider_search_defers_the_rest_in_the_policys_groups_as_name
          "strict": False, "defer_loading": True}]}
     assert tools[3] == {"type": "function", "name": "git_diff", "parameters": SCHEMA, "strict": False,
                         "defer_loading": True}
-    # A namespace's tools are checked as its own type (pydantic-core panics reading the lazy
-    # iterable of a union member's iterable field), the entries around them as the Responses tools.
+    # A namespace's tools are checked as its own type, the entries around them as the Responses
+    # tools. (The panic first met here was a TypeAdapter freed before its lazy iterators were read:
+    # tests/sdk_types.validated holds it.)
     inside = tools[2]["tools"]
-    assert _validated(NamespacedTool, inside) == inside
+    assert validated(NamespacedTool, inside) == inside
     shallow = [{**entry, "tools": []} if entry.get("type") == "namespace" else entry for entry in tools]
-    assert _validated(ToolParam, shallow) == shallow
+    assert validated(ToolParam, shallow) == shallow
     # Nothing deferred, nothing to search: no search tool at all (toolscope's is the provider's part).
     assert render_openai_responses(selection("all"), provider_search=True) == [
         entry for entry in render_openai_responses(selection("all")) if entry["name"] != "tool_search"]
@@ -180,7 +165,7 @@ def test_anthropic_provider_search_is_the_sdks_type():
     from anthropic.types import ToolUnionParam
 
     tools = render_anthropic(selection(), provider_search=True, search_variant="bm25")
-    assert _validated(ToolUnionParam, tools) == tools
+    assert validated(ToolUnionParam, tools) == tools
 
 
 @pytest.mark.parametrize("format", ["openai", "anthropic", "openai_responses", "plain"])

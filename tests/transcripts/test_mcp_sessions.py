@@ -19,7 +19,6 @@ import shutil
 import subprocess
 import sys
 from collections import Counter
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,10 +30,10 @@ from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.shared.exceptions import MCPError
 from openai.types.chat import ChatCompletionFunctionToolParam, ChatCompletionMessageParam
 from openai.types.responses import FunctionToolParam, ResponseInputItemParam
-from pydantic import TypeAdapter
 
 from tests.api.conftest import KeyClient
 from tests.factories import make_key, make_project
+from tests.sdk_types import validated
 from toolscope.telemetry.models import IngestBatch, Session, ToolCall, ToolHourly, Turn
 from toolscope.telemetry.services.processing import batch_process
 from toolscope.tokenizer import counter
@@ -251,21 +250,9 @@ def render_openai_responses(played: Played, session_id: str) -> dict[str, Any]:
 RENDER = {"openai_chat": render_openai_chat, "anthropic": render_anthropic, "openai_responses": render_openai_responses}
 
 
-def _materialized(value: Any) -> Any:
-    """A validated value with pydantic's lazy iterators (the SDKs' `Iterable[...]` fields) read,
-    which also validates their items."""
-    if isinstance(value, Iterator):  # pydantic_core.ValidatorIterator
-        return [_materialized(item) for item in value]
-    if isinstance(value, dict):
-        return {key: _materialized(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_materialized(item) for item in value]
-    return value
-
-
 def _conforms(kind: Any, value: list[dict[str, Any]]) -> None:
     """`value` validates as the SDK's type and loses nothing doing so (no key the type lacks)."""
-    assert _materialized(TypeAdapter(list[kind]).validate_python(value)) == value
+    assert validated(kind, value) == value
 
 
 # --- Reading the figures back --------------------------------------------------------------------

@@ -129,7 +129,7 @@ TOOL_SORTS = [
     ("name", "Name"), ("calls", "Calls"), ("error_rate", "Error %"), ("p50_ms", "p50"), ("p95_ms", "p95"),
     ("mean_output_tokens", "Mean output tokens"), ("catalog_schema_tokens", "Schema tokens"),
     ("duplicate_rate", "Duplicate %"), ("times_advertised", "Turns advertised"), ("times_called", "Turns calling"),
-    ("last_used", "Last used"),
+    ("schema_usd", "Schema $"), ("output_usd", "Output $"), ("last_used", "Last used"),
 ]
 TOOL_SHOW = [
     ("", "All tools"), ("called", "Called in the range"), ("unused", "Advertised, never called"),

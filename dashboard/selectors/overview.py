@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
+from decimal import Decimal
 from typing import Any
 
 from django.db.models import Max, Q, Sum
@@ -24,19 +25,26 @@ KPI_SPECS = (
     ("duplicate_tokens", "Duplicate tokens", "count", "down"),
     ("compaction_savings", "Compaction savings", "count", "up"),
     ("error_rate", "Tool call errors, of calls", "share", "down"),
+    ("cost", "Cost, priced requests", "usd", "down"),
+    ("month_cost", "A month at this rate", "usd", "down"),
+    ("schema_cost_share", "Tool schemas, of the cost", "share", "down"),
+    ("cache_breaks", "Cache breaks", "count", "down"),
 )
 # When no turn of the range has a provider count, the schema share falls back to the estimate.
 ESTIMATED_SCHEMA_LABEL = "Tool schemas, of estimated input (no provider counts)"
 KPI_SUMS = ("sessions", "turns", "tool_calls", "errors", "provider_input_tokens", "schema_tokens",
             "estimated_input_tokens", "duplicate_tokens", "compaction_savings", "reported_turns",
-            "reported_schema_tokens", "reported_estimated_tokens")
+            "reported_schema_tokens", "reported_estimated_tokens", "priced_turns", "cost_nanos", "schema_cost_nanos",
+            "cache_breaks")
+MONTH = timedelta(days=30)
+NANOS = Decimal(1_000_000_000)
 
 
 @dataclass(frozen=True)
 class Kpi:
     key: str
     label: str
-    kind: str  # "count" or "share"
+    kind: str  # "count", "share" or "usd"
     better: str  # "up", "down" or "" when neither direction is better
     current: float | None
     previous: float | None
@@ -69,8 +77,8 @@ class Kpi:
         return "good" if (change > 0) == (self.better == "up") else "bad"
 
 
-def _kpi_values(sums: dict[str, int]) -> dict[str, float | None]:
-    values: dict[str, float | None] = {key: sums[key] for key in KPI_SUMS}
+def _kpi_values(sums: dict[str, int], *, span: timedelta) -> dict[str, Any]:
+    values: dict[str, Any] = {key: sums[key] for key in KPI_SUMS}
     provider = sums["provider_input_tokens"]
     if sums["reported_turns"]:
         # The same turns above and below the line: the provider's count, and those turns' schemas.
@@ -80,6 +88,11 @@ def _kpi_values(sums: dict[str, int]) -> dict[str, float | None]:
         values["schema_share"] = ratio(sums["schema_tokens"], sums["estimated_input_tokens"])
         values["unattributed_share"] = None
     values["error_rate"] = ratio(sums["errors"], sums["tool_calls"])
+    # Dollars over the priced requests (telemetry/services/costs.py); none priced: no figure, never $0.
+    priced = sums["priced_turns"]
+    values["cost"] = sums["cost_nanos"] / NANOS if priced else None
+    values["month_cost"] = values["cost"] * Decimal(MONTH / span) if priced else None
+    values["schema_cost_share"] = ratio(sums["schema_cost_nanos"], sums["cost_nanos"]) if priced else None
     return values
 
 
@@ -91,9 +104,12 @@ def overview_kpis(*, project_id: int, start: datetime, end: datetime) -> list[Kp
         **{f"{period}__{name}": Sum(name, filter=condition, default=0)
            for period, condition in periods.items() for name in KPI_SUMS}
     )
-    current = _kpi_values({name: totals[f"cur__{name}"] for name in KPI_SUMS})
-    previous = _kpi_values({name: totals[f"prev__{name}"] for name in KPI_SUMS})
+    current = _kpi_values({name: totals[f"cur__{name}"] for name in KPI_SUMS}, span=end - start)
+    previous = _kpi_values({name: totals[f"prev__{name}"] for name in KPI_SUMS}, span=end - start)
     labels = {"schema_share": ESTIMATED_SCHEMA_LABEL} if not totals["cur__reported_turns"] else {}
+    priced, turns = totals["cur__priced_turns"], totals["cur__turns"]
+    if priced < turns:
+        labels["cost"] = f"Cost, {priced:,} of {turns:,} requests priced"
     return [Kpi(key, labels.get(key, label), kind, better, current[key], previous[key])
             for key, label, kind, better in KPI_SPECS]
 

@@ -6,15 +6,16 @@ import difflib
 import json
 from dataclasses import dataclass, field
 from datetime import datetime
+from decimal import Decimal
 from typing import Any
 
-from django.db.models import OuterRef, Subquery
+from django.db.models import OuterRef, Subquery, Sum
 from django.db.models.fields.json import KeyTransform
 
 from dashboard.selectors.common import bucket_sums, zero_filled
-from dashboard.selectors.overview import tool_usage
+from dashboard.selectors.overview import NANOS, tool_usage
 from toolscope.policies.models import SearchHistory, Tool, ToolVersion
-from toolscope.telemetry.models import ToolCall, ToolCallStatus, ToolHourly
+from toolscope.telemetry.models import ProjectHourly, ToolCall, ToolCallStatus, ToolHourly
 
 
 def catalog_rows(*, project_id: int) -> list[dict[str, Any]]:
@@ -45,17 +46,40 @@ def _by_name(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return entries
 
 
+def tool_dollars(rows: list[dict[str, Any]], *, project_id: int, start: datetime, end: datetime) -> None:
+    """Each tool's dollars over the range (`schema_usd`, `output_usd`; None when no request was
+    priced): the priced requests' tool-schema and tool-output dollars (ProjectHourly, one query)
+    shared among the tools as their tokens share them: schema tokens summed over the turns that
+    sent them, output tokens their calls returned. An allocation: a request's cache reads and
+    writes are priced whole, not tool by tool."""
+    totals = ProjectHourly.objects.filter(project_id=project_id, hour__gte=start, hour__lt=end).aggregate(
+        priced=Sum("priced_turns", default=0), schemas=Sum("schema_cost_nanos", default=0),
+        outputs=Sum("tool_output_cost_nanos", default=0))
+    schema_tokens = sum(row["schema_tokens"] for row in rows)
+    output_tokens = sum(row["output_tokens"] for row in rows)
+    for row in rows:
+        row["schema_usd"] = row["output_usd"] = None
+        if totals["priced"]:
+            row["schema_usd"] = _share(totals["schemas"], row["schema_tokens"], schema_tokens)
+            row["output_usd"] = _share(totals["outputs"], row["output_tokens"], output_tokens)
+
+
+def _share(nanos: int, part: int, whole: int) -> Decimal:
+    return (Decimal(nanos) * part / whole / NANOS).quantize(Decimal("1e-9")) if whole else Decimal(0)
+
+
 _EMPTY_USAGE = {"calls": 0, "errors": 0, "unflagged_errors": 0, "error_rate": None, "output_tokens": 0,
                 "mean_output_tokens": None,
                 "duplicates": 0, "duplicate_rate": None, "duplicate_tokens": 0, "compaction_savings": 0,
                 "times_advertised": 0, "times_called": 0, "schema_tokens": 0, "last_call_hour": None,
-                "p50_ms": None, "p95_ms": None}
+                "p50_ms": None, "p95_ms": None, "schema_usd": None, "output_usd": None}
 
 
 def tool_table(*, project_id: int, start: datetime, end: datetime) -> list[dict[str, Any]]:
     """Every catalog tool and every tool seen in the range, usage beside catalog figures: two
     queries (usage, catalog), merged here. Unsorted; see tool_table_arrange."""
     usage = {row["name"]: row for row in tool_usage(project_id=project_id, start=start, end=end)}
+    tool_dollars(list(usage.values()), project_id=project_id, start=start, end=end)
     catalog = _by_name(catalog_rows(project_id=project_id))
     rows = []
     for name in sorted(usage.keys() | catalog.keys()):

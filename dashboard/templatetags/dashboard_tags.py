@@ -73,6 +73,8 @@ def seconds(value: Any) -> str:
 
 @register.filter
 def kpi_value(kpi: Any) -> str:
+    if kpi.kind == "usd":
+        return usd(kpi.current)
     return pct(kpi.current) if kpi.kind == "share" else compact(kpi.current)
 
 

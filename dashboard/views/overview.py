@@ -12,10 +12,10 @@ TOKEN_COLUMNS = ("bucket", *(key for key, _ in selectors.COMPONENTS), "estimated
                  "provider_input_tokens", selectors.UNATTRIBUTED[0])
 USAGE_COLUMNS = ("name", "calls", "errors", "schema_tokens", "times_advertised", "times_called")
 TOP = 10
-# One unit per column: counts change by a ratio (0.25 is +25%), shares (ratios 0 to 1) by
+# One unit per column: counts and dollars change by a ratio (0.25 is +25%), shares (ratios 0 to 1) by
 # percentage points (1.5 is +1.5 pp); the column that does not apply to a row is empty.
 KPI_COLUMNS = ("key", "label", "unit", "current", "previous", "change_ratio", "change_points")
-KPI_UNITS = {"count": "count", "share": "ratio"}
+KPI_UNITS = {"count": "count", "share": "ratio", "usd": "usd"}
 
 
 @project_view()

@@ -15,7 +15,8 @@ from toolscope.policies.models import Tool
 
 TABLE_COLUMNS = ("name", "in_catalog", "source", "calls", "errors", "error_rate", "unflagged_errors", "p50_ms",
                  "p95_ms", "mean_output_tokens", "catalog_schema_tokens", "schema_tokens", "duplicates",
-                 "duplicate_rate", "duplicate_tokens", "times_advertised", "times_called", "last_used", "definitions")
+                 "duplicate_rate", "duplicate_tokens", "times_advertised", "times_called", "schema_usd", "output_usd",
+                 "last_used", "definitions")
 SERIES_COLUMNS = ("bucket", "calls", "errors", "output_tokens", "duplicates")
 SAMPLE_COLUMNS = ("started_at", "status", "duration_ms", "output_tokens")
 

@@ -48,6 +48,8 @@ def test_kpis_over_the_default_range_beside_the_previous_week(viewer_client, hou
     assert {key: kpi.current for key, kpi in kpis.items()} == {
         "sessions": 4, "turns": 20, "tool_calls": 30, "provider_input_tokens": 1000, "schema_share": 0.2,
         "unattributed_share": 0.1, "duplicate_tokens": 50, "compaction_savings": 70, "error_rate": 5 / 30,
+        # No request priced: no dollars, never $0 (tests/dashboard/test_session_cost.py prices some).
+        "cost": None, "month_cost": None, "schema_cost_share": None, "cache_breaks": 0,
     }
     # Each share names what it divides: the provider's count where the provider reported.
     assert kpis["schema_share"].label == "Tool schemas, of provider-reported input"

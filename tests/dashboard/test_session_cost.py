@@ -16,8 +16,10 @@ from django.utils import timezone
 
 from tests.api.conftest import KeyClient
 from tests.factories import make_key
-from toolscope.telemetry.models import IngestBatch, ModelPrice, Turn
+from toolscope.telemetry.models import IngestBatch, ModelPrice, ProjectHourly, Turn
+from toolscope.telemetry.services.costs import nanos
 from toolscope.telemetry.services.processing import batch_process
+from toolscope.telemetry.services.rollups import rollups_rebuild
 
 TOOLS = [{"name": "read_file", "description": "Read a file from the workspace.",
           "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}}},
@@ -34,27 +36,36 @@ def million(*terms: tuple[int, str]) -> Decimal:
     return sum((Decimal(tokens) * Decimal(price) for tokens, price in terms), Decimal(0)) / 1_000_000
 
 
-@pytest.fixture
-def priced_session(project):
-    start = timezone.now().replace(microsecond=0) - timedelta(hours=1)
+def session_events(start):
+    """A Claude session's events: its second request adds to the first's conversation, its third
+    advertises one more tool (a cache break)."""
 
     def turn(index, seconds, tools, message, usage):
         return {"type": "turn", "id": f"t{index}", "session_id": "s1", "index": index, "model": "claude-sonnet-4-5",
                 "timestamp": (start + timedelta(seconds=seconds)).isoformat(), "tools": tools,
                 "system_prompt": SYSTEM, "messages": [{"role": "user", "content": message}], "usage": usage}
 
-    events = [{"type": "session", "id": "s1", "agent_name": "coder", "model": "claude-sonnet-4-5",
-               "timestamp": start.isoformat()},
-              # The provider reported this one's cache: billed as reported.
-              turn(0, 0, TOOLS, "Fix the failing import in app.py",
-                   {"input_tokens": 3000, "output_tokens": 100, "cached_tokens": 0, "cache_write_tokens": 2900}),
-              # These report output only: billed as the cache model predicts.
-              turn(1, 30, TOOLS, "Now run it again and tell me what changed in the output", {"output_tokens": 50}),
-              turn(2, 60, MORE, "Run the tests", {"output_tokens": 20})]
+    return [{"type": "session", "id": "s1", "agent_name": "coder", "model": "claude-sonnet-4-5",
+             "timestamp": start.isoformat()},
+            # The provider reported this one's cache: billed as reported.
+            turn(0, 0, TOOLS, "Fix the failing import in app.py",
+                 {"input_tokens": 3000, "output_tokens": 100, "cached_tokens": 0, "cache_write_tokens": 2900}),
+            # These report output only: billed as the cache model predicts.
+            turn(1, 30, TOOLS, "Now run it again and tell me what changed in the output", {"output_tokens": 50}),
+            turn(2, 60, MORE, "Run the tests", {"output_tokens": 20})]
+
+
+def post(project, events):
+    """Ingested over REST and processed by the worker's service."""
     response = KeyClient(make_key(project, scopes=["ingest"]).secret).post_json("/api/v1/ingest", {"events": events})
     assert response.status_code == 202 and response.json()["rejected"] == 0, response.json()
-    for batch_id in IngestBatch.objects.values_list("pk", flat=True):
+    for batch_id in IngestBatch.objects.filter(finished_at__isnull=True).values_list("pk", flat=True):
         batch_process(batch_id=batch_id)
+
+
+@pytest.fixture
+def priced_session(project):
+    post(project, session_events(timezone.now().replace(microsecond=0) - timedelta(hours=1)))
     return {turn.index: turn for turn in Turn.objects.filter(project=project).order_by("index")}
 
 
@@ -129,3 +140,90 @@ def test_the_read_api_gives_the_same_dollars_as_decimal_strings(project, priced_
     assert body["cost"]["usd"] == str(sum(want)) and body["cost"]["upto_turn"] == 2
     assert body["cost"]["cache_breaks"] == [{"turn": 2, "reason": "tools changed"}]
     assert body["cost"]["agreement"]["requests"] == 1 and body["cost"]["agreement"]["reported_write"] == 2900
+
+
+def rollup_rows(project):
+    return sorted(ProjectHourly.objects.filter(project=project).values(
+        "hour", "turns", "priced_turns", "cost_nanos", "schema_cost_nanos", "tool_output_cost_nanos", "cache_breaks"),
+        key=lambda row: row["hour"])
+
+
+@pytest.mark.django_db(transaction=True)
+def test_each_requests_dollars_are_kept_on_its_row_and_rolled_up_by_the_hour(viewer_client, project, priced_session):
+    want = [nanos(value) for value in expected(priced_session)]
+    turns = list(Turn.objects.filter(project=project).order_by("index"))
+    assert [turn.cost_nanos for turn in turns] == want
+    page = viewer_client.get(reverse("dashboard:session", args=[project.slug, "s1"])).context["turns"]
+    assert [turn.schema_cost_nanos for turn in turns] == [nanos(row["cost"].components["schema_tokens"])
+                                                          for row in page]
+    assert [turn.tool_output_cost_nanos for turn in turns] == [
+        nanos(row["cost"].components["tool_output_tokens"]) for row in page]
+    assert [turn.cache_break for turn in turns] == ["", "", "tools changed"]
+    rows = rollup_rows(project)
+    assert sum(row["cost_nanos"] for row in rows) == sum(want)
+    assert sum(row["schema_cost_nanos"] for row in rows) == sum(turn.schema_cost_nanos for turn in turns)
+    assert sum(row["priced_turns"] for row in rows) == 3 and sum(row["cache_breaks"] for row in rows) == 1
+    # Rebuilding the hours from the raw rows gives what the deltas did.
+    rollups_rebuild(project_id=project.pk, hours=[row["hour"] for row in rows])
+    assert rollup_rows(project) == rows
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_request_arriving_late_reprices_the_ones_after_it(project):
+    """The cache of a request depends on every request before it: the second arriving after the
+    third gives the third the dollars it has when all arrive in order."""
+    events = session_events(timezone.now().replace(microsecond=0) - timedelta(hours=1))
+    post(project, [events[0], events[1], events[3]])
+    alone = Turn.objects.get(project=project, index=2).cost_nanos
+    post(project, [events[2]])
+    turns = {turn.index: turn for turn in Turn.objects.filter(project=project)}
+    assert [turns[index].cost_nanos for index in range(3)] == [nanos(value) for value in expected(turns)]
+    assert turns[2].cost_nanos != alone
+    assert sum(row["cost_nanos"] for row in rollup_rows(project)) == sum(turn.cost_nanos for turn in turns.values())
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_overview_shows_the_cost_a_months_projection_and_the_cache_breaks(viewer_client, project,
+                                                                             priced_session):
+    response = viewer_client.get(reverse("dashboard:overview", args=[project.slug]), {"range": "24h"})
+    kpis = {kpi.key: kpi for kpi in response.context["kpis"]}
+    total = sum(Decimal(nanos(value)) for value in expected(priced_session)) / 1_000_000_000
+    assert kpis["cost"].current == total and kpis["cost"].label == "Cost, priced requests"
+    assert kpis["month_cost"].current == total * 30  # 24 hours scaled to 30 days
+    assert kpis["cache_breaks"].current == 1
+    schema = sum(turn.schema_cost_nanos for turn in Turn.objects.filter(project=project))
+    assert kpis["schema_cost_share"].current == schema / sum(nanos(value) for value in expected(priced_session))
+    body = response.content.decode()
+    assert f"${round(total, 4)}" in body and f"${total * 30:,.2f}" in body
+    # The previous period had nothing priced: no figure, not $0.
+    assert kpis["cost"].previous is None and kpis["cost"].change is None
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_unpriced_model_is_left_out_of_the_overviews_cost_and_said(viewer_client, project):
+    events = session_events(timezone.now().replace(microsecond=0) - timedelta(hours=1))
+    for event in events:
+        event["model"] = "house-model-9"
+    post(project, events)
+    assert set(Turn.objects.filter(project=project).values_list("cost_nanos", flat=True)) == {None}
+    response = viewer_client.get(reverse("dashboard:overview", args=[project.slug]), {"range": "24h"})
+    kpis = {kpi.key: kpi for kpi in response.context["kpis"]}
+    assert kpis["cost"].current is None and kpis["month_cost"].current is None
+    assert kpis["cost"].label == "Cost, 0 of 3 requests priced"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_tools_page_shares_the_schema_and_output_dollars_among_the_tools(viewer_client, project,
+                                                                            priced_session):
+    response = viewer_client.get(reverse("dashboard:tools", args=[project.slug]), {"range": "24h"})
+    rows = {row["name"]: row for row in response.context["rows"]}
+    turns = list(Turn.objects.filter(project=project))
+    schema = Decimal(sum(turn.schema_cost_nanos for turn in turns)) / 1_000_000_000
+    assert abs(sum(row["schema_usd"] for row in rows.values()) - schema) <= Decimal("3e-9")
+    # read_file was sent with all three requests, run_tests with the last only.
+    assert rows["read_file"]["schema_usd"] > rows["run_tests"]["schema_usd"] > 0
+    # No tool was called: no output dollars to share.
+    assert {row["output_usd"] for row in rows.values()} == {Decimal(0)}
+    exported = viewer_client.get(reverse("dashboard:tools_csv", args=[project.slug]), {"range": "24h"})
+    header = next(csv.reader(io.StringIO(b"".join(exported.streaming_content).decode())))
+    assert "schema_usd" in header and "output_usd" in header

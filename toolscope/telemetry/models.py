@@ -266,6 +266,14 @@ class Turn(models.Model):
     estimated_input_tokens = models.PositiveIntegerField(null=True, blank=True)
     window_share = models.FloatField(null=True, blank=True, help_text="Estimated input / context window.")
     near_window = models.BooleanField(default=False, help_text="Over 80% of the context window.")
+    # What the request cost, under the provider's prompt caching (telemetry/services/costs.py), in
+    # billionths of a US dollar: integers the hourly rollups add exactly. Null: no price for its model.
+    cost_nanos = models.BigIntegerField(null=True, blank=True, help_text="US dollars x 10^9: input and output.")
+    schema_cost_nanos = models.BigIntegerField(null=True, blank=True, help_text="Of cost_nanos, the tool schemas.")
+    tool_output_cost_nanos = models.BigIntegerField(null=True, blank=True,
+                                                    help_text="Of cost_nanos, the tool outputs in the history.")
+    cache_break = models.CharField(max_length=32, blank=True, default="", db_default="",
+                                   help_text="Why it read less from the cache than the request before left.")
     created_at = models.DateTimeField(auto_now_add=True)
     # The day its time partition is dropped (telemetry/retention.py); set when it is stored.
     expires_on = models.DateField(editable=False)
@@ -492,6 +500,12 @@ class ProjectHourly(models.Model):
     reported_turns = models.PositiveIntegerField(default=0, db_default=0)
     reported_schema_tokens = models.PositiveBigIntegerField(default=0, db_default=0)
     reported_estimated_tokens = models.PositiveBigIntegerField(default=0, db_default=0)
+    # Dollars (x 10^9) over the turns with a price (`priced_turns`), and requests that lost the cache.
+    priced_turns = models.PositiveIntegerField(default=0, db_default=0)
+    cost_nanos = models.PositiveBigIntegerField(default=0, db_default=0)
+    schema_cost_nanos = models.PositiveBigIntegerField(default=0, db_default=0)
+    tool_output_cost_nanos = models.PositiveBigIntegerField(default=0, db_default=0)
+    cache_breaks = models.PositiveIntegerField(default=0, db_default=0)
     duplicate_tokens = models.PositiveBigIntegerField(default=0)
     compaction_savings = models.PositiveBigIntegerField(default=0)
 

@@ -23,10 +23,11 @@ from toolscope_agent.engine.duplicates import placeholder_text
 
 from toolscope.policies.models import ToolVersion
 from toolscope.policies.services.documents import policy_outputs_for_processing
-from toolscope.telemetry.models import AdvertisedSet, Artifact, Project, Session, ToolCall, Turn
+from toolscope.telemetry.models import AdvertisedSet, Artifact, ModelPrice, Project, Session, ToolCall, Turn
 from toolscope.telemetry.retention import Days, days_of, days_within, expiry_day
 from toolscope.telemetry.selectors import call_values
 from toolscope.telemetry.services.bulk import rows_insert, rows_update
+from toolscope.telemetry.services.costs import TURN_COSTS, cost_values, session_costs
 from toolscope.telemetry.services.hourly_deltas import CALL_VALUES, HourlyDelta
 from toolscope.telemetry.services.quarantine import failure_reason
 from toolscope.telemetry.services.retention import with_partitions
@@ -49,7 +50,8 @@ CALL_FIELDS = (
 TURN_FIELDS = (
     "id", "session_id", "index", "started_at", "new_message_tokens", "system_prompt_tokens", "advertised_set_id",
     "input_tokens", "output_tokens", "schema_tokens", "message_tokens", "call_tokens", "tool_output_tokens",
-    "estimated_input_tokens", "window_share", "near_window", "expires_on",
+    "estimated_input_tokens", "window_share", "near_window", "expires_on", "model", "time_known",
+    "system_prompt_hash", "cached_tokens", "cache_write_tokens", "cache_write_1h_tokens", *TURN_COSTS,
 )
 
 
@@ -297,8 +299,8 @@ def _budgets_save(
         tokens = by_turn[call.row["session_id"]][call.row["turn_index"]]
         tokens[0] += _effective_tokens(call, suppress=suppress)
         tokens[1] += call.row["argument_tokens"] or 0
-    changed = []
     by_session: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    budgets = []
     # Messages of the turns before this index, and of the first turn at this index.
     earlier = at_index = carried = arguments = 0
     session = index = None
@@ -322,7 +324,11 @@ def _budgets_save(
         messages = earlier + (turn["new_message_tokens"] or 0)
         budget = _budget(turn, project, schema=set_tokens.get(turn["advertised_set_id"]) or 0,
                          messages=messages, calls=arguments, outputs=carried)
+        budgets.append(budget)
         by_session[session].append(budget)
+    _costs_add(project, turns, budgets)
+    changed = []
+    for turn, budget in zip(turns, budgets, strict=True):
         if turn["id"] in fresh:
             fresh[turn["id"]].update(budget)
             delta.turn({**turn, **budget}, +1)
@@ -333,6 +339,21 @@ def _budgets_save(
     _insert_new(Turn, list(fresh.values()))
     rows_update(Turn, BUDGET_FIELDS, changed, days=days)
     return by_session
+
+
+def _costs_add(project: Project, turns: list[dict[str, Any]], budgets: list[dict[str, Any]]) -> None:
+    """Each turn's dollars (TURN_COSTS) into its budget: its session's requests priced in order
+    under the provider's cache, with the budgets just computed (telemetry/services/costs.py)."""
+    overrides = list(ModelPrice.objects.filter(project_id=project.pk))
+    prices: dict[Any, Any] = {}
+    sessions: dict[int, list[int]] = defaultdict(list)
+    for position, turn in enumerate(turns):
+        sessions[turn["session_id"]].append(position)
+    for positions in sessions.values():
+        costs = session_costs(turns=[{**turns[p], **budgets[p]} for p in positions], overrides=overrides,
+                              prices=prices)
+        for position, cost in zip(positions, costs, strict=True):
+            budgets[position].update(cost_values(cost))
 
 
 def _calls_link_turns(session_ids: list[int], days: Days | None) -> None:
@@ -371,7 +392,7 @@ def _sessions_summarize(
 
 
 BUDGET_FIELDS = ("schema_tokens", "message_tokens", "call_tokens", "tool_output_tokens", "estimated_input_tokens",
-                 "window_share", "near_window")
+                 "window_share", "near_window", *TURN_COSTS)
 
 
 def _budget(

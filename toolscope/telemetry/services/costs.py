@@ -92,10 +92,11 @@ class TurnCost:
 
 
 def session_costs(*, turns: Sequence[dict[str, Any]], overrides: Sequence[Any] = (),
-                  provider: str = "") -> list[TurnCost]:
+                  provider: str = "", prices: dict[tuple[str, Any], Price | None] | None = None) -> list[TurnCost]:
     """Each of a session's `turns` (dicts of COST_FIELDS, in session order from its first turn)
     with its cost. `overrides`: the project's ModelPrice rows; `provider`: when the turns do not
-    say it by their model's name."""
+    say it by their model's name; `prices`: the prices looked up so far, by (model, day), kept
+    across calls with the same overrides."""
     rules_of = [rules_for(provider, turn["model"] or "") for turn in turns]
     requests, reasons = _requests(turns)
     by_rules: dict[Rules, list[int]] = {}
@@ -110,7 +111,7 @@ def session_costs(*, turns: Sequence[dict[str, Any]], overrides: Sequence[Any] =
                         for position in positions], rules)
         for position, use in zip(positions, uses, strict=True):
             predicted[position] = use
-    prices: dict[tuple[str, Any], Price | None] = {}
+    prices = {} if prices is None else prices
     costs = []
     for position, turn in enumerate(turns):
         model = turn["model"] or ""
@@ -128,6 +129,27 @@ def session_costs(*, turns: Sequence[dict[str, Any]], overrides: Sequence[Any] =
             dollars=dollars, components=components, price=price,
             cache_break=_break(position, predicted, reasons, rules) if rules.provider != NONE else ""))
     return costs
+
+
+NANOS = Decimal(1_000_000_000)
+TURN_COSTS = ("cost_nanos", "schema_cost_nanos", "tool_output_cost_nanos", "cache_break")
+"""A request's cost as its Turn row keeps it (cost_values), for the hourly rollups: dollars in
+billionths, integers the rollups add exactly."""
+
+
+def cost_values(cost: TurnCost) -> dict[str, Any]:
+    """TURN_COSTS of one request: its dollars, its tool schemas' and its tool outputs' (None when
+    its model has no price), and its cache break."""
+    if cost.dollars is None:
+        return {"cost_nanos": None, "schema_cost_nanos": None, "tool_output_cost_nanos": None,
+                "cache_break": cost.cache_break}
+    return {"cost_nanos": nanos(cost.dollars), "schema_cost_nanos": nanos(cost.components["schema_tokens"]),
+            "tool_output_cost_nanos": nanos(cost.components["tool_output_tokens"]), "cache_break": cost.cache_break}
+
+
+def nanos(dollars: Decimal) -> int:
+    """Dollars in billionths, rounded half to even."""
+    return int((dollars * NANOS).to_integral_value())
 
 
 COST_COLUMNS = ("billed_cache_read", "billed_cache_write", "billed_uncached", "billed_as", "predicted_cache_read",

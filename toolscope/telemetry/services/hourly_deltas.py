@@ -27,13 +27,13 @@ from toolscope.telemetry import sketches
 from toolscope.telemetry.models import ProjectHourly, ToolCallStatus, ToolDaily, ToolHourly
 from toolscope.telemetry.services import rollups
 from toolscope.telemetry.services.bulk import rows_update
-from toolscope.telemetry.services.rollups import CALL_TOTALS, REPORTED, TURN_BUDGET, Key, hour_floor
+from toolscope.telemetry.services.rollups import CALL_TOTALS, COST_SUMS, REPORTED, TURN_BUDGET, Key, hour_floor
 
 TOOL_SUMS = ("calls", "errors", "unflagged_errors", "output_tokens", "duplicates", "duplicate_tokens", "compactions",
              "compaction_savings", "times_advertised", "times_called", "schema_tokens")
 PROJECT_SUMS = ("sessions", "turns", "tool_calls", "errors", "near_window_turns", *TURN_BUDGET,
                 "provider_input_tokens", "provider_output_tokens", "duplicate_tokens", "compaction_savings",
-                "reported_turns", *REPORTED)
+                "reported_turns", *REPORTED, "priced_turns", "cache_breaks", *COST_SUMS)
 # A call's accounting values, as accounting's CallState reads them.
 CALL_VALUES = ("started_at", "tool_name", "status", "error_text_unflagged", "output_tokens", "duplicate_of_id",
                "duplicate_tokens", "artifact_id", "artifact__tokens_before", "artifact__tokens_after", "duration_ms")
@@ -82,7 +82,7 @@ class HourlyDelta:
                 self.tools[(key[3], tool)]["times_called"] += 1
 
     def turn(self, values: Mapping[str, Any], sign: int) -> None:
-        """One turn's contribution: counts, provider-reported tokens and its budget."""
+        """One turn's contribution: counts, provider-reported tokens, its budget and its dollars."""
         row = self.hours[hour_floor(values["started_at"])]
         row["turns"] += sign
         row["near_window_turns"] += sign * bool(values["near_window"])
@@ -94,6 +94,11 @@ class HourlyDelta:
             row["reported_turns"] += sign
             for name, source in REPORTED.items():
                 row[name] += sign * (values[source] or 0)
+        if values["cost_nanos"] is not None:
+            row["priced_turns"] += sign
+            for name in COST_SUMS:
+                row[name] += sign * (values[name] or 0)
+        row["cache_breaks"] += sign * bool(values["cache_break"])
 
     def advertised(self, turns: Iterable[Mapping[str, Any]]) -> None:
         """New turns' advertised tools: times advertised and schema tokens per (hour, tool), priced

@@ -72,6 +72,8 @@ TURN_BUDGET = ("system_prompt_tokens", "schema_tokens", "message_tokens", "call_
 # ProjectHourly sums over the turns whose provider reported input tokens: the overview divides
 # the provider's count by what the same turns' estimate holds, never by another set of turns.
 REPORTED = {"reported_schema_tokens": "schema_tokens", "reported_estimated_tokens": "estimated_input_tokens"}
+# Turn costs summed into ProjectHourly under the same names (over the priced turns: `priced_turns`).
+COST_SUMS = ("cost_nanos", "schema_cost_nanos", "tool_output_cost_nanos")
 # ProjectHourly field <- ToolHourly field, summed over the hour's tools.
 CALL_TOTALS = {"tool_calls": "calls", "errors": "errors", "duplicate_tokens": "duplicate_tokens",
                "compaction_savings": "compaction_savings"}
@@ -202,6 +204,9 @@ def _turn_rows(*, project_id: int, hours: list[datetime]) -> list[dict[str, Any]
             provider_output_tokens=Sum("output_tokens", default=0),
             reported_turns=Count("id", filter=Q(input_tokens__isnull=False)),
             **{name: Sum(source, filter=Q(input_tokens__isnull=False), default=0) for name, source in REPORTED.items()},
+            priced_turns=Count("id", filter=Q(cost_nanos__isnull=False)),
+            cache_breaks=Count("id", filter=~Q(cache_break="")),
+            **{f"sum_{name}": Sum(name, default=0) for name in COST_SUMS},
             **sums,
         )
     )
@@ -274,7 +279,7 @@ def _project_hourly(
     for hour, count in sessions.items():
         totals[hour]["sessions"] += count
     turn_fields = ("turns", "near_window_turns", "provider_input_tokens", "provider_output_tokens", *TURN_BUDGET,
-                   "reported_turns", *REPORTED)
+                   "reported_turns", *REPORTED, "priced_turns", "cache_breaks", *COST_SUMS)
     for row in turn_rows:
         for field in turn_fields:
             totals[row["hour"]][field] += row[field]

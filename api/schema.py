@@ -204,6 +204,10 @@ POLICY_DOCUMENT_SCHEMA: dict[str, Any] = {
                 "learned": {"type": "boolean",
                             "description": "Rank with the project's learned history (search_history)."}}},
             "sticky_discovered": {"type": "boolean"},
+            "tool_list": {"type": "string", "enum": ["per_request", "append_only", "fixed"],
+                          "description": "How a session's tool list may change between requests (absent: "
+                                         "per_request): append_only keeps every tool once sent, fixed reads the "
+                                         "rules on the first request only and grows by searches and calls."},
             "rule_window": {"type": "integer", "minimum": 1, "maximum": 2,
                             "description": "Task messages the context rules read: the request's, and with 2 the "
                                            "instruction before it too (absent: 1)."},

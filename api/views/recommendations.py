@@ -91,6 +91,10 @@ class RecommendationResult(serializers.Serializer):
                                         "standard error; null with fewer than 10 sessions.")
     recommended_document = serializers.DictField(allow_null=True, help_text="The recommended candidate's "
                                                  "policy document sections: {selection, outputs}.")
+    baselines = CandidateOutput(many=True, required=False, help_text=(
+        "What the recommended policy is compared with, scored on the same held-out sessions: sending every "
+        "tool, the published policy (the production label's version) and the provider's own deferred loading "
+        "of the whole catalog. Absent from runs made before they were."))
 
 
 class RecommendationOutput(serializers.Serializer):

@@ -123,7 +123,9 @@ def _recommendations(request: HttpRequest, access: ProjectAccess) -> dict[str, A
         found = {**run.result, "candidates": recommendation_candidates(run)}
         front = [row for row in found["candidates"] if row["name"] in found["front"]]
         chart = charts.recommendation_curve(found["candidates"], found["front"], found["recommended"])
-        context.update(recommendations=found, front=front, curve=charts.chart_json(chart) if front else None)
+        recommended = [row for row in found["candidates"] if row["name"] == found["recommended"]]
+        context.update(recommendations=found, front=front, curve=charts.chart_json(chart) if front else None,
+                       comparison=recommended + found.get("baselines", []) if recommended else [])
     return context
 
 

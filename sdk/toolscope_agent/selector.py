@@ -117,7 +117,8 @@ class ToolSelector:
         policy = self.policy
         catalog = search_tool_added(self.catalog, policy, has_search_tool=SEARCH_TOOL in self._by_name)
         selection = select_tools(catalog, policy, self.state, message)
-        self.state.note_task(message)  # a later instruction's rules may read this one (rule_window)
+        # A later instruction's rules may read this one (rule_window); a kept list, what it sent.
+        self.state.note_request(message, selection)
         return selection
 
     def tools(self, message: str = "", *, format: str = "openai") -> list[dict[str, Any]]:

@@ -224,3 +224,58 @@ def test_priced_sessions_give_every_candidate_its_dollars_and_a_native_candidate
     policy.refresh_from_db()
     assert policy.provider_search and policy.mode == "tool_search"
     assert response.json()["selection"]["tool_search"]["provider_search"] is True
+
+
+def test_the_recommended_policy_is_shown_beside_every_tool_the_published_one_and_native_deferral(
+        reader, project, django_capture_on_commit_callbacks):
+    """Issue 26's Goal, on the page and in the API: the same held-out sessions, priced, under the
+    recommended policy and the three alternatives a user would otherwise run."""
+    from tests.admin.builders import make_policy, make_tool
+    from django.test import Client
+    from django.urls import reverse
+
+    from tests.factories import make_member, make_session, make_tool_call, make_turn, make_user
+    from toolscope.policies.services.publish import policy_publish
+    from toolscope.telemetry.models import Role
+
+    words = ("invoice ledger payroll refund shipment warehouse parcel courier tariff customs voucher coupon "
+             "playlist podcast lyric concert ticket seating weather forecast pollen humidity recipe pantry "
+             "calorie workout marathon stadium telescope galaxy orbit satellite").split()
+    names = [f"{word}_tool" for word in words]
+    tools = [make_tool(project, name, schema_tokens=150, description=f"Works with a {word}.")
+             for name, word in zip(names, words, strict=True)]
+    policy_publish(policy=make_policy(project, always_on=tools), user=make_user("publisher"))
+    begin = timezone.now() - timedelta(days=2)
+    for n in range(24):
+        session = make_session(project, started_at=begin + timedelta(minutes=10 * n))
+        for k in range(3):
+            word = words[(n + k) % 32]
+            turn = make_turn(session, k, advertised=names, task_message=f"about the {word}, please",
+                             schema_tokens=4800, estimated_input_tokens=4800 + 2000 + 400 * k,
+                             model="claude-sonnet-4-5", started_at=session.started_at + timedelta(seconds=30 * k))
+            make_tool_call(turn, f"{word}_tool", output_tokens=200)
+    done = computed(reader, django_capture_on_commit_callbacks)
+    baselines = {row["name"]: row for row in done["result"]["baselines"]}
+    assert list(baselines) == ["every tool", "the published policy (v1)",
+                               "provider's deferred loading of the whole catalog"]
+    assert all(row["priced_sessions"] == done["result"]["held_out"] for row in baselines.values())
+    # Every tool is what the sessions sent: nothing saved, nothing missed; the published policy
+    # sends all 32 always on, alike; native deferral keeps one prefix for the whole session.
+    every = baselines["every tool"]
+    assert every["saved_share"] == 0 and every["hard_miss_rate"] == 0
+    assert every["policy_dollars"] == pytest.approx(every["recorded_dollars"])
+    assert baselines["the published policy (v1)"]["policy_dollars"] == pytest.approx(every["policy_dollars"])
+    assert baselines["provider's deferred loading of the whole catalog"]["cache_breaks"] == 0
+    best = next(row for row in done["result"]["candidates"] if row["name"] == done["result"]["recommended"])
+    # Here the provider's deferral of the whole catalog is what saves most: the recommendation is
+    # that very policy (equal dollars), and costs less than sending everything, as published.
+    assert best["name"] == "provider's deferred loading + top 0" and best["hard_miss_rate"] <= 0.02
+    assert best["policy_dollars"] == pytest.approx(baselines["provider's deferred loading of the whole catalog"][
+        "policy_dollars"])
+    assert best["policy_dollars"] < 0.5 * baselines["the published policy (v1)"]["policy_dollars"]
+    viewer = Client()
+    viewer.force_login(make_member(project, make_user("viewer"), Role.VIEWER).user)
+    response = viewer.get(reverse("dashboard:policy_simulations", args=[project.slug]))
+    shown = [row["name"] for row in response.context["comparison"]]
+    assert shown == [best["name"], *baselines]
+    assert b"data-comparison" in response.content and b"the published policy (v1)" in response.content

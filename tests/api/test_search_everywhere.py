@@ -147,3 +147,32 @@ def test_rules_with_a_search_always_on_resolve_as_the_recommendation_scored_them
         ["get_current_time", SEARCH_TOOL_NAME], ["get_current_time", SEARCH_TOOL_NAME], [SEARCH_TOOL_NAME]]
     hits = reader.post("/api/v1/tools/search", {"query": "current time", "top_k": 20}, format="json").json()
     assert hits["results"][0]["name"] == "get_current_time"
+
+
+@pytest.mark.django_db
+def test_an_append_only_list_is_kept_through_resolve_and_the_sdk(reader, project):
+    """Issue 26, item 5: a candidate that keeps its list for the session (`tool_list`), applied and
+    published, resolves with the tools sent before kept ("kept"), carried in the state the agent
+    hands back, as the SDK's selector keeps them from the same document."""
+    from toolscope.policies.services.recommendations import policy_draft_apply
+
+    catalog_upsert(project=project, definitions=CATALOG)
+    policy = Policy.objects.create(project=project)
+    selection = {"mode": "context_rules", "always_on": [], "sticky_discovered": True, "tool_list": "append_only",
+                 "groups": {"time": ["get_current_time"], "files": ["list_directory"]},
+                 "context_rules": [{"name": "time", "keywords": ["time"], "regex": None, "groups": ["time"]},
+                                   {"name": "files", "keywords": ["files"], "regex": None, "groups": ["files"]}]}
+    policy_draft_apply(policy=policy, selection=selection, outputs={}, user=None)
+    policy.refresh_from_db()
+    assert policy.tool_list == "append_only"
+    policy_publish(policy=policy, user=make_user("publisher"))
+    document = reader.get("/api/v1/policy?label=production").json()
+    assert document["selection"]["tool_list"] == "append_only"
+    first = reader.post("/api/v1/policy/resolve", {"message": "What time is it?"}, format="json").json()
+    second = reader.post("/api/v1/policy/resolve", {"message": "Now list the files.", "state": first["state"]},
+                         format="json").json()
+    assert first["reasons"] == {"get_current_time": "rule:time"} and first["state"]["sent"] == ["get_current_time"]
+    assert sorted(second["reasons"].items()) == [("get_current_time", "kept"), ("list_directory", "rule:files")]
+    selector = ToolSelector(reader.get("/api/v1/tools").json()["tools"], document)
+    selector.select("What time is it?")
+    assert selector.select("Now list the files.").reasons == second["reasons"]

@@ -119,7 +119,7 @@ def test_tools_that_rules_miss_are_kept_on_cheapest_miss_first_and_rules_send_th
 def test_the_same_policy_is_a_candidate_once_under_its_first_name():
     found = candidates(CATALOG, history("f", 12), schema_tokens=COSTS)
     sent = [(c.selection["mode"], sorted(c.selection["always_on"]), c.selection["context_rules"],
-             c.selection["tool_search"].get("provider_search", False)) for c in found]
+             c.selection["tool_search"].get("provider_search", False), c.selection.get("tool_list")) for c in found]
     assert len(sent) == len({repr(key) for key in sent})
     assert "always-on top 2 + 1 rules" in {c.name for c in found}
 
@@ -290,3 +290,13 @@ def test_priced_sessions_are_ranked_on_dollars_and_the_providers_deferral_keeps_
     assert native.policy_dollars < ours.policy_dollars and native.benefit > ours.benefit
     best = recommend(pareto(list(scored.values())))
     assert best is not None and best.benefit == max(c.benefit for c in scored.values() if c.hard_miss_rate <= 0.02)
+
+
+def test_cache_keeping_shapes_are_candidates_beside_the_per_request_ones():
+    """Issue 26, item 5: the same rules with the session's list kept (append-only) or fixed at its
+    first request, so a recommendation priced in dollars can pick the shape that keeps the cache."""
+    found = candidates(CATALOG, history("f", 12), schema_tokens=COSTS)
+    lists = {c.selection.get("tool_list", "per_request") for c in found}
+    assert lists == {"per_request", "append_only", "fixed"}
+    kept = [c for c in found if c.selection.get("tool_list") == "append_only"]
+    assert all(c.selection["mode"] == "context_rules" and "append-only list" in c.name for c in kept)

@@ -202,7 +202,7 @@ def test_empty_hint_prefix_disables_hints():
 
 
 def test_state_round_trips_through_json_and_tolerates_missing_or_bad_keys():
-    state = SessionState(loaded=["a"], discovered=["b"], activated=["c", "b"], turns=3)
+    state = SessionState(loaded=["a"], discovered=["b"], activated=["c", "b"], turns=3, sent=["d"])
     again = SessionState.from_dict(json.loads(json.dumps(state.to_dict())))
     assert again == state
     assert SessionState.from_dict({}) == SessionState()
@@ -216,6 +216,53 @@ def test_copy_is_independent():
     clone = state.copy()
     clone.observe("", [{"name": "tool_search", "results": ["b"]}])
     assert state.loaded == ["a"] and clone.loaded == ["a", "b"]
+
+
+# -- tool_list: what the provider's prompt cache keeps ------------------------------------------
+
+def requests(document: dict, messages: list[str], *, calls: dict[int, list[str]] | None = None) -> list[dict]:
+    """Each request's reasons, as an agent selects, notes and observes turn after turn."""
+    state = SessionState()
+    seen = []
+    for position, message in enumerate(messages):
+        selection = select_tools(CATALOG, document, state, message)
+        state.note_request(message, selection)
+        state.observe("", [{"name": name} for name in (calls or {}).get(position, [])])
+        seen.append(selection.reasons)
+    return seen
+
+
+def test_per_request_lists_change_with_each_task():
+    first, second = requests(policy("context_rules"), ["run the test suite", "show me the diff"])
+    assert "run_tests" in first and "run_tests" not in second and "git_diff" in second
+
+
+def test_an_append_only_list_keeps_every_tool_once_sent():
+    first, second, third = requests(policy("context_rules", tool_list="append_only"),
+                                    ["run the test suite", "show me the diff", "hello"])
+    assert first["run_tests"] == "rule:testing"
+    assert second["run_tests"] == "kept" and second["git_diff"] == "rule:git"
+    assert list(third) == list(second)  # the list only grows: the cache it heads is kept
+
+
+def test_a_fixed_list_reads_the_rules_on_the_first_request_and_grows_by_calls_and_searches():
+    first, second, third = requests(policy("context_rules", tool_list="fixed"),
+                                    ["run the test suite", "show me the diff", "and deploy"],
+                                    calls={1: ["web_fetch", "tool_search"]})
+    assert list(second) == list(first) and "git_diff" not in second
+    # What the model called is sent from the next request (sticky), still without reading a rule.
+    assert third["web_fetch"] == "discovered" and "git_diff" not in third
+
+
+def test_a_kept_list_is_in_the_state_the_agent_carries_and_unknown_values_are_per_request():
+    state = SessionState()
+    selection = select_tools(CATALOG, policy("context_rules", tool_list="append_only"), state, "run a test")
+    state.note_request("run a test", selection)
+    assert selection.keeps and "run_tests" in SessionState.from_dict(json.loads(json.dumps(state.to_dict()))).sent
+    odd = select_tools(CATALOG, policy("context_rules", tool_list="sometimes"), SessionState(), "run a test")
+    assert not odd.keeps
+    everything = select_tools(CATALOG, policy("all", tool_list="fixed"), SessionState(), "")
+    assert not everything.keeps
 
 
 # -- properties --------------------------------------------------------------------------------

@@ -110,3 +110,37 @@ def test_the_providers_own_deferred_loading_keeps_the_head_of_the_prompt_put():
     assert native.policy_dollars == pytest.approx(dollars(
         (2100, 3.75), (2100, 0.3), (2100, 0.3), (600, 3.75), (2700, 0.3), (2700, 0.3), (600, 3.75)))
     assert native.policy_dollars < ours.policy_dollars
+
+
+def alternating(requests: int = 4) -> ReplaySession:
+    """Requests 30 s apart alternating two tasks (alpha, beta, ...) over a conversation of 2,000
+    tokens growing by 500, advertising all ten tools."""
+    return ReplaySession("s", [RecordedTurn(message=WORDS[n % 2], advertised=NAMES, advertised_tokens=1000,
+                                            input_tokens=1000 + 2000 + 500 * n, at=n * 30)
+                               for n in range(requests)], model="claude-sonnet-4-5")
+
+
+def kept(tool_list: str) -> dict:
+    policy = churning()
+    policy["selection"]["tool_list"] = tool_list
+    return policy
+
+
+def test_an_append_only_list_breaks_the_cache_only_when_it_grows():
+    per_request = simulate(CATALOG, churning(), [alternating()], schema_tokens=COSTS,
+                           pricing={"claude-sonnet-4-5": SONNET})
+    append = simulate(CATALOG, kept("append_only"), [alternating()], schema_tokens=COSTS,
+                      pricing={"claude-sonnet-4-5": SONNET})
+    # Sent: tool_0; then tool_0 and tool_1 (a new prefix: tools, and the conversation so far,
+    # written again); then the same list, read from the cache, only the new 500 written.
+    assert [row.sent_tokens for row in append.turns] == [100, 200, 200, 200]
+    assert append.cache_breaks == 1 and per_request.cache_breaks == 3
+    assert append.policy_dollars == pytest.approx(dollars((2100 + 2700 + 500 + 500, 3.75), (2700 + 3200, 0.3)))
+    assert append.policy_dollars < per_request.policy_dollars
+
+
+def test_a_fixed_list_keeps_the_first_requests_tools_and_the_whole_cache():
+    fixed = simulate(CATALOG, kept("fixed"), [alternating()], schema_tokens=COSTS,
+                     pricing={"claude-sonnet-4-5": SONNET})
+    assert [row.sent_tokens for row in fixed.turns] == [100] * 4 and fixed.cache_breaks == 0
+    assert fixed.policy_dollars == pytest.approx(dollars((2100 + 3 * 500, 3.75), (2100 + 2600 + 3100, 0.3)))

@@ -96,6 +96,12 @@ class SelectionMode(models.TextChoices):
     TOOL_SEARCH = "tool_search", "tool search: tiny always-on set + a tool_search meta-tool"
 
 
+class ToolList(models.TextChoices):
+    PER_REQUEST = "per_request", "per request: each request's list chosen anew"
+    APPEND_ONLY = "append_only", "append only: a tool once sent stays for the session"
+    FIXED = "fixed", "fixed: the first request's list, grown only by searches and calls"
+
+
 class Policy(models.Model):
     """The draft policy of a project. Publishing freezes it into a PolicyVersion."""
 
@@ -110,6 +116,11 @@ class Policy(models.Model):
         default=True, help_text="Tools discovered earlier in a session stay loaded."
     )
     hint_prefix = models.CharField(max_length=4, default="$", help_text="Progressive mode's activation hint.")
+    tool_list = models.CharField(
+        max_length=16, choices=ToolList.choices, default=ToolList.PER_REQUEST, db_default=ToolList.PER_REQUEST,
+        help_text="How a session's tool list may change between requests: the list heads the provider's prompt "
+        "cache, so a list that changes re-writes the conversation after it at the cache-write price.",
+    )
     search_always_on = models.BooleanField(
         default=False, help_text="Send tool_search (the catalog's, else toolscope's) on every turn, in every mode: "
         "context rules with a search to fall back on.",

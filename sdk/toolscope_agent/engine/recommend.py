@@ -96,6 +96,7 @@ from toolscope_agent.engine.learning import (
     word_associations,
 )
 from toolscope_agent.engine.render import SEARCH_TOOL, SEARCH_TOOL_NAME
+from toolscope_agent.engine.selection import APPEND_ONLY, FIXED, PER_REQUEST
 from toolscope_agent.engine.simulation import HARD, CachePricing, ReplaySession, Simulation, simulate
 from toolscope_agent.engine.text import STOPWORDS, words
 from toolscope_agent.engine.tokens import approximate_counter
@@ -116,6 +117,11 @@ RULE_WINDOWS = (1, 2)
 SEARCH_TOP_KS = (20,)
 CORE_K = (0, 4, 8)  # tools the most inclusive rules and the search both miss, kept always on
 PROGRESSIVE_K = (0, 2, 4, 8, 16)
+# Cache-keeping shapes (selection.tool_list): every tool once sent kept for the session, or the
+# first request's list grown only by searches and calls. Tried over a few settings of each family.
+KEPT_LISTS = (APPEND_ONLY, FIXED)
+KEPT_PRECISIONS = (0.2, 0.45)
+LIST_WORDS = {APPEND_ONLY: "append-only list", FIXED: "list fixed per session"}
 
 
 @dataclass(frozen=True)
@@ -180,6 +186,10 @@ def candidates(catalog: Sequence[Mapping[str, Any]], fit: Sequence[ReplaySession
         if kept:
             add(f"always-on top {k} + {len(kept)} rules", _selection("context_rules", always, needed, kept),
                 f"always-on top {k} + rules")
+            for tool_list in KEPT_LISTS if k in PROGRESSIVE_K else ():  # shapes that keep the cache
+                add(f"always-on top {k} + {len(kept)} rules, {LIST_WORDS[tool_list]}",
+                    _selection("context_rules", always, needed, kept, tool_list=tool_list),
+                    f"always-on top {k} + rules, {LIST_WORDS[tool_list]}")
         if SEARCH_TOOL_NAME in names:
             add(f"tool_search + top {k}", _selection("tool_search", [*always, SEARCH_TOOL_NAME]))
             if k in PROGRESSIVE_K:  # the provider's own deferred loading: the list at the head stays put
@@ -225,7 +235,36 @@ def candidates(catalog: Sequence[Mapping[str, Any]], fit: Sequence[ReplaySession
                     _selection("context_rules", [*always, SEARCH_TOOL_NAME], sent, kept, top_k=top_k,
                                rule_window=window),
                     f"{family}{f' + always-on {k} they miss' if k else ''} + tool_search top {top_k}")
+                # The same, keeping the list for the session (the cache it heads is kept), over
+                # the learning module's own FDR and one task: the shapes, not every setting.
+                lists = KEPT_LISTS if alpha == FDR_ALPHA and window == 1 and precision in KEPT_PRECISIONS else ()
+                for tool_list in lists:
+                    add(f"{len(kept)} {family}{f' + always-on {len(always)} they miss' if always else ''}"
+                        f" + tool_search top {top_k}, {LIST_WORDS[tool_list]}",
+                        _selection("context_rules", [*always, SEARCH_TOOL_NAME], sent, kept, top_k=top_k,
+                                   rule_window=window, tool_list=tool_list),
+                        f"{family}{f' + always-on {k} they miss' if k else ''} + tool_search top {top_k}, "
+                        f"{LIST_WORDS[tool_list]}")
     return list(found.values())
+
+
+EVERY_TOOL = "every tool"
+NATIVE_ALL = "provider's deferred loading of the whole catalog"
+
+
+def baselines(published: Mapping[str, Any] | None = None, *, published_name: str = "the published policy",
+              ) -> list[Candidate]:
+    """What a recommendation is compared with (unscored): sending every tool, the published
+    policy (when there is one), and the provider's own deferred loading of the whole catalog
+    (its search tool alone at the head of the prompt, every definition loaded into the
+    conversation). A caller scores each over its own catalog: the last one searches."""
+    found = [Candidate(EVERY_TOOL, {"mode": "all"}, {})]
+    if published is not None:
+        selection, outputs = published.get("selection"), published.get("outputs")
+        found.append(Candidate(published_name, dict(selection) if isinstance(selection, Mapping) else {},
+                               dict(outputs) if isinstance(outputs, Mapping) else {}))
+    found.append(Candidate(NATIVE_ALL, _selection("tool_search", [SEARCH_TOOL_NAME], provider_search=True), {}))
+    return found
 
 
 def refitted(scored: Sequence[Candidate], catalog: Sequence[Mapping[str, Any]], sessions: Sequence[ReplaySession],
@@ -331,13 +370,16 @@ def recommend(front: Sequence[Candidate], *, miss_budget: float = MISS_BUDGET) -
 
 def _selection(mode: str, always_on: list[str], groups: Mapping[str, list[str]] | None = None,
                rules: list[dict[str, Any]] | None = None, *, top_k: int = 8, rule_window: int = 1,
-               provider_search: bool = False) -> dict[str, Any]:
+               provider_search: bool = False, tool_list: str = PER_REQUEST) -> dict[str, Any]:
     search: dict[str, Any] = {"top_k": top_k, "max_top_k": 20, "ranker": "bm25f-2"}
     if provider_search:
         search["provider_search"] = True
-    return {"mode": mode, "always_on": list(always_on), "groups": dict(groups or {}),
-            "context_rules": list(rules or []), "sticky_discovered": True, "rule_window": rule_window,
-            "tool_search": search}
+    selection = {"mode": mode, "always_on": list(always_on), "groups": dict(groups or {}),
+                 "context_rules": list(rules or []), "sticky_discovered": True, "rule_window": rule_window,
+                 "tool_search": search}
+    if tool_list != PER_REQUEST:
+        selection["tool_list"] = tool_list
+    return selection
 
 
 def _called(session: ReplaySession) -> set[str]:

@@ -21,6 +21,13 @@ Contract (docs/policy.md), with the choices the document leaves open:
 - In every mode but `all`, tools loaded by earlier searches join (a search result is useless if
   its tool never arrives, and the example document pairs `context_rules` with a `tool_search`
   always-on tool), and so do tools called earlier when `sticky_discovered` (default true).
+- `tool_list` says how a session's list may change from request to request, which decides what
+  the provider's prompt cache keeps (the tool list heads every cached prefix, so a list that
+  changes re-writes the whole conversation after it): `per_request` (the default) chooses each
+  request's list anew; `append_only` keeps every tool once sent for the rest of the session, so
+  the list changes only when it grows; `fixed` reads the context rules on the session's first
+  request only and then grows only by what the session loads or calls (SessionState.sent, noted
+  by `SessionState.note_request`).
 - Every candidate not sent goes to `Selection.deferred` (progressive's menu, Anthropic's
   defer_loading).
 - A missing or malformed section falls back to its default; an unknown mode means `all`; an
@@ -58,6 +65,8 @@ except ImportError:  # the SDK's plain install: rules fall back to `re` on a bou
     re2 = None
 
 MODES: tuple[str, ...] = ("all", "context_rules", "progressive", "tool_search")
+PER_REQUEST, APPEND_ONLY, FIXED = "per_request", "append_only", "fixed"
+TOOL_LISTS: tuple[str, ...] = (PER_REQUEST, APPEND_ONLY, FIXED)
 DEFAULT_MODE = "all"
 DEFAULT_HINT_PREFIX = "$"
 _STATE_FORMAT = 1
@@ -195,6 +204,8 @@ class SessionState:
     - turns: model answers observed.
     - tasks: the session's latest TASK_MEMORY distinct task messages (each cut to TASK_CHARS),
       oldest first, as `note_task` saw them: what a policy's `rule_window` reads.
+    - sent: under a policy that keeps its list (`tool_list` append_only or fixed), every tool
+      sent so far, as `note_request` saw them.
 
     Lists keep first-seen order without duplicates, so a state serialises the same way on the
     agent and on the server. Names outside the catalog are kept (a later catalog may have them)
@@ -206,6 +217,18 @@ class SessionState:
     activated: list[str] = field(default_factory=list)
     turns: int = 0
     tasks: list[str] = field(default_factory=list)
+    sent: list[str] = field(default_factory=list)
+
+    def note_request(self, message: str, selection: Selection) -> None:
+        """After selecting for a request: its task (note_task) and, when the policy keeps its
+        list, what it sent. The selector, `POST /policy/resolve` and the simulator call it."""
+        self.note_task(message)
+        if selection.keeps:
+            self.note_sent(selection.reasons)
+
+    def note_sent(self, names: Iterable[str]) -> None:
+        """Tools a request sent, under a policy that keeps its list (note_request)."""
+        _append_new(self.sent, names)
 
     def note_task(self, message: str) -> None:
         """Remember `message` as the session's current task (a repeat of the latest is not new).
@@ -251,7 +274,8 @@ class SessionState:
     def to_dict(self) -> dict[str, Any]:
         """JSON-safe form; `from_dict` reads it back."""
         return {"format": _STATE_FORMAT, "loaded": list(self.loaded), "discovered": list(self.discovered),
-                "activated": list(self.activated), "turns": self.turns, "tasks": list(self.tasks)}
+                "activated": list(self.activated), "turns": self.turns, "tasks": list(self.tasks),
+                "sent": list(self.sent)}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any] | None) -> SessionState:
@@ -263,11 +287,11 @@ class SessionState:
         return cls(loaded=_names(data.get("loaded")), discovered=_names(data.get("discovered")),
                    activated=_names(data.get("activated")),
                    turns=turns if isinstance(turns, int) and not isinstance(turns, bool) and turns > 0 else 0,
-                   tasks=tasks[-TASK_MEMORY:])
+                   tasks=tasks[-TASK_MEMORY:], sent=_names(data.get("sent")))
 
     def copy(self) -> SessionState:
         return SessionState(list(self.loaded), list(self.discovered), list(self.activated), self.turns,
-                            list(self.tasks))
+                            list(self.tasks), list(self.sent))
 
 
 def _result_names(results: Any) -> list[str]:
@@ -296,7 +320,9 @@ class Selection:
     - mode: the mode applied (an unknown mode is applied, and reported, as "all").
     - reasons: why each sent tool is in, keyed by name in catalog order: "always_on",
       "search_tool", "rule:<name>" (the first matching rule that has it), "activated", "loaded",
-      "discovered" or "all" (first that applies, in that order).
+      "discovered", "kept" (sent earlier, under a `tool_list` that keeps it) or "all" (first
+      that applies, in that order).
+    - keeps: the policy keeps its list (`tool_list`): `SessionState.note_request` notes it.
     """
 
     tools: list[Mapping[str, Any]]
@@ -304,6 +330,7 @@ class Selection:
     menu: str | None
     mode: str
     reasons: dict[str, str]
+    keeps: bool = False
 
     @property
     def names(self) -> list[str]:
@@ -473,6 +500,7 @@ class SelectionSettings:
     checked: tuple[int, ...] = ()
     """With an index: the rules the index cannot decide alone (a keyword of several words or of
     punctuation, or a regex), matched one by one."""
+    tool_list: str = PER_REQUEST
 
 
 def _section(policy: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -497,6 +525,7 @@ def policy_settings(policy: Mapping[str, Any]) -> SelectionSettings:
     prefix = progressive.get("hint_prefix") if isinstance(progressive, Mapping) else None
     sticky = section.get("sticky_discovered")
     window = section.get("rule_window")
+    tool_list = section.get("tool_list")
     rules = _list(section.get("context_rules"))
     index = _rule_index(rules) if mode == "context_rules" and rules else None
     after: dict[str, list[int]] = {}
@@ -523,6 +552,7 @@ def policy_settings(policy: Mapping[str, Any]) -> SelectionSettings:
         rule_window=min(window, TASK_MEMORY) if isinstance(window, int) and not isinstance(window, bool)
         and window > 1 else 1,
         index=index, after={name: tuple(positions) for name, positions in after.items()}, checked=tuple(checked),
+        tool_list=tool_list if tool_list in TOOL_LISTS and mode in MODES and mode != "all" else PER_REQUEST,
     )
 
 
@@ -540,7 +570,9 @@ def _wanted(settings: SelectionSettings, state: SessionState, message: str) -> d
     _add(wanted, settings.always_on, "always_on")
     if settings.mode == "all":
         return wanted
-    if settings.mode == "context_rules" and (message or state.discovered):
+    # A fixed list reads the rules on the session's first request only.
+    rules_read = not (settings.tool_list == FIXED and state.sent)
+    if settings.mode == "context_rules" and rules_read and (message or state.discovered):
         # Each task message is matched on its own (a `^` anchors at its start, and no phrase spans two).
         texts = [*state.earlier_tasks(message, settings.rule_window - 1), message] if message else []
         index = settings.index
@@ -573,6 +605,8 @@ def _wanted(settings: SelectionSettings, state: SessionState, message: str) -> d
     _add(wanted, state.loaded, "loaded")
     if settings.sticky:
         _add(wanted, state.discovered, "discovered")
+    if settings.tool_list != PER_REQUEST:
+        _add(wanted, state.sent, "kept")
     return wanted
 
 
@@ -673,4 +707,4 @@ def select_tools(catalog: Sequence[Mapping[str, Any]], policy: Mapping[str, Any]
         descriptions = [tool.get("description") for tool in tools]
         menu = menu_from_names(names, descriptions, reasons, hint_prefix=settings.hint_prefix) or None
     return Selection(tools=list(compress(tools, sent)), deferred=list(compress(tools, map(not_, sent))), menu=menu,
-                     mode=settings.mode, reasons=reasons)
+                     mode=settings.mode, reasons=reasons, keeps=settings.tool_list != PER_REQUEST)

@@ -45,7 +45,13 @@ from toolscope_agent.engine.cache import FIVE_MINUTES, Block, CacheUse, Conversa
 from toolscope_agent.engine.compaction import rule_for, rules_from_policy
 from toolscope_agent.engine.render import SEARCH_TOOL_NAME
 from toolscope_agent.engine.search import DEFAULT_TOP_K, MAX_TOP_K, clamp_top_k, ranker_for, search_tools
-from toolscope_agent.engine.selection import SessionState, policy_searches, policy_settings, select_tools
+from toolscope_agent.engine.selection import (
+    PER_REQUEST,
+    SessionState,
+    policy_searches,
+    policy_settings,
+    select_tools,
+)
 
 RECOVERABLE = "recoverable"
 HARD = "hard"
@@ -322,6 +328,8 @@ class _Replay:
             message = turn.message or message
             sent, deferred, cost = self._selected(state, message)
             state.note_task(message)
+            if self.settings.tool_list != PER_REQUEST:
+                state.note_sent(sent)
             observed: list[dict[str, Any]] = []
             misses = recovered = 0
             for call in turn.calls:
@@ -407,7 +415,7 @@ class _Replay:
         (message, state): sessions share their first turns' states, and a session whose calls
         stay within tools it already used keeps its state for many turns."""
         key = (message, tuple(state.loaded), tuple(state.discovered), tuple(state.activated),
-               tuple(state.earlier_tasks(message, self.settings.rule_window - 1)))
+               tuple(state.earlier_tasks(message, self.settings.rule_window - 1)), tuple(state.sent))
         found = self.selections.get(key)
         if found is None:
             selection = select_tools(self.catalog, self.policy, state, message, settings=self.settings)

@@ -113,7 +113,7 @@ class PolicyAdmin(DraftAuditMixin, ProjectScopedPickersMixin, admin.ModelAdmin):
     fieldsets = [
         (None, {"fields": ["project", "mode"]}),
         ("Allowed tools and always-on set", {"fields": ["allowed", "always_on", "sticky_discovered", "search_always_on",
-                                                        "rule_window"]}),
+                                                        "rule_window", "tool_list"]}),
         ("Progressive menu and tool search", {
             "fields": ["hint_prefix", "search_top_k", "search_max_top_k", "search_ranker", "search_learned",
                        "search_semantic", "provider_search"],

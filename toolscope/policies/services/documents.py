@@ -65,6 +65,7 @@ def policy_document_build(*, policy: Policy) -> dict[str, Any]:
                             "semantic": semantic_settings() if policy.search_semantic else None},
             "sticky_discovered": policy.sticky_discovered,
             "rule_window": policy.rule_window,
+            "tool_list": policy.tool_list,
         },
         "outputs": {
             "duplicates": {"suppress": policy.suppress_duplicates},

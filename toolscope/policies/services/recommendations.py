@@ -25,9 +25,18 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.utils import timezone
 from toolscope_agent.engine.learning import grouped_split
-from toolscope_agent.engine.recommend import LARGE_CATALOG, candidates, evaluate, pareto, recommend, refitted
+from toolscope_agent.engine.recommend import (
+    LARGE_CATALOG,
+    baselines,
+    candidates,
+    evaluate,
+    pareto,
+    recommend,
+    refitted,
+)
 from toolscope_agent.engine.render import SEARCH_TOOL_NAME
 from toolscope_agent.engine.search import RANKERS
+from toolscope_agent.engine.selection import policy_searches
 
 from toolscope.policies.models import (
     CompactionRule,
@@ -38,10 +47,12 @@ from toolscope.policies.models import (
     SimulationStatus,
     Tool,
     ToolGroup,
+    ToolList,
 )
+from toolscope.policies.selectors import policy_label_version
 from toolscope.policies.services.audit import audit_draft_change
 from toolscope.policies.services.background import background_enqueue, background_kind, background_run
-from toolscope.policies.services.documents import policy_document_build
+from toolscope.policies.services.documents import PRODUCTION_LABEL, policy_document_build
 from toolscope.policies.services.simulation import (
     SessionPricing,
     catalog_costs,
@@ -130,8 +141,24 @@ def policy_recommendations(*, project: Project, days: int = 14, limit: int = 200
     front = pareto(scored)
     best = recommend(front)
     answer.update(candidates=[asdict(candidate) for candidate in scored], front=[c.name for c in front],
-                  recommended=best.name if best else None)
+                  recommended=best.name if best else None, baselines=_baselines(project, held_out))
     return answer
+
+
+def _baselines(project: Project, held_out: list[Any]) -> list[dict[str, Any]]:
+    """Sending every tool, the published policy and the provider's deferred loading of the whole
+    catalog, scored on the same held-out sessions as the candidates (engine.recommend.baselines),
+    each over the catalog it is sent with (a searching one with toolscope's search tool)."""
+    published = policy_label_version(project_id=project.pk, name=PRODUCTION_LABEL)
+    pricing = SessionPricing(project).of(held_out)
+    rows = []
+    for baseline in baselines(published.document if published is not None else None,
+                              published_name=f"the published policy (v{published.number})" if published else ""):
+        catalog, costs = catalog_costs(project=project, search_tool=policy_searches(baseline.document()))
+        scored = evaluate(catalog, [baseline], held_out, schema_tokens=costs, menu_tokens=counter(project.encoding),
+                          pricing=pricing)
+        rows.append(asdict(scored[0]))
+    return rows
 
 
 def recommendation_candidates(run: Recommendation) -> list[dict[str, Any]]:
@@ -167,6 +194,8 @@ def policy_draft_apply(*, policy: Policy, selection: dict[str, Any], outputs: di
         policy.search_always_on = SEARCH_TOOL_NAME in selection.get("always_on", [])  # the catalog may lack it
         window = selection.get("rule_window", 1)
         policy.rule_window = window if window in (1, 2) else 1
+        tool_list = selection.get("tool_list", ToolList.PER_REQUEST)
+        policy.tool_list = tool_list if tool_list in ToolList.values else ToolList.PER_REQUEST
         search = selection.get("tool_search")
         searches = selection.get("mode") == "tool_search" or SEARCH_TOOL_NAME in selection.get("always_on", [])
         top_k = search.get("top_k") if isinstance(search, dict) else None

@@ -49,7 +49,8 @@ def policy_resolve(
     catalog = tool_catalog(project=project, advertised=advertised, source=source)
     session = SessionState.from_dict(state)
     selection = select_tools(search_tool_added(catalog, document), document, session, message)
-    session.note_task(message)  # the state handed back remembers the task for a later rule_window
+    # The state handed back remembers the task (a later rule_window) and, kept lists, what was sent.
+    session.note_request(message, selection)
     everything = select_tools(catalog, {"selection": {"mode": "all", **_allowed(document)}}, SessionState(), "")
     flavor = "anthropic" if output_format == "anthropic" else "openai"
     count = counter(project.encoding)

@@ -110,6 +110,10 @@ def test_the_providers_own_deferred_loading_keeps_the_head_of_the_prompt_put():
     assert native.policy_dollars == pytest.approx(dollars(
         (2100, 3.75), (2100, 0.3), (2100, 0.3), (600, 3.75), (2700, 0.3), (2700, 0.3), (600, 3.75)))
     assert native.policy_dollars < ours.policy_dollars
+    # What the native search loaded is the policy's conversation, never the recording's: both
+    # replays price the same recorded requests (3,000 written, then 3,000 read and 500 written, twice).
+    assert native.recorded_dollars == ours.recorded_dollars == pytest.approx(dollars(
+        (3000, 3.75), (3000, 0.3), (500, 3.75), (3500, 0.3), (500, 3.75)))
 
 
 def alternating(requests: int = 4) -> ReplaySession:

@@ -321,7 +321,7 @@ class _Replay:
         state = SessionState()
         message = ""
         pricing = self.pricing.get(session.model)
-        priced: list[tuple[float, str, int, str, int, int, int]] = []
+        priced: list[tuple[float, str, int, str, int, int, int, int]] = []
         inside: set[str] = set()  # natively deferred tools loaded into the conversation so far
         loaded_tokens = 0
         for index, turn in enumerate(session.turns):
@@ -370,7 +370,7 @@ class _Replay:
                             inside.add(name)
                             loaded_tokens += self.costs.get(name, 0)
                 priced.append((turn.at or 0.0, self._list_key(turn.advertised), advertised,
-                               "\x1f".join(head), head_cost, rest + loaded_tokens, recovered))
+                               "\x1f".join(head), head_cost, rest, rest + loaded_tokens, recovered))
         if pricing is not None:
             self._price(priced, pricing, result)
 
@@ -382,7 +382,7 @@ class _Replay:
             self.lists[id(names)] = found
         return found[1]
 
-    def _price(self, rows: Sequence[tuple[float, str, int, str, int, int, int]], pricing: CachePricing,
+    def _price(self, rows: Sequence[tuple[float, str, int, str, int, int, int, int]], pricing: CachePricing,
                result: Simulation) -> None:
         """The session's requests in dollars under `pricing`'s cache, as recorded and under the
         policy: the tool list heads the prompt (engine/cache.Conversation: the conversation after
@@ -393,9 +393,11 @@ class _Replay:
         as_recorded, under_policy = [], []
         recorded_breaks = policy_breaks = 0
         before: tuple[str, str] | None = None
-        for at, advertised_key, advertised, sent_key, sent, rest, trips in rows:
+        for at, advertised_key, advertised, sent_key, sent, rest, policy_rest, trips in rows:
+            # The conversation as recorded, and under the policy: with what a native search
+            # loaded into it (`policy_rest`), which the recorded one never had.
             as_recorded.append(recorded.request(at, (Block("t" + advertised_key, advertised),), rest))
-            request = policy.request(at, (Block("t" + sent_key, sent),), rest)
+            request = policy.request(at, (Block("t" + sent_key, sent),), policy_rest)
             under_policy.append(request)
             under_policy.extend(Request(at, request.blocks, request.marks, shared=len(request.blocks))
                                 for _ in range(trips))

@@ -168,15 +168,15 @@ def requests_of(conversation: Any) -> Iterator[tuple[str, str | None]]:
 
 
 def transcript(conversation: Any, messages: list[dict[str, Any]], advertised: list[dict[str, Any]],
-               start: datetime) -> dict[str, Any]:
+               start: datetime, model: str = MODEL) -> dict[str, Any]:
     """The body of `POST /api/v1/transcripts` for a conversation."""
-    return {"session_id": f"bfcl-{conversation.id}", "timestamp": iso(start), "model": MODEL, "agent_name": AGENT,
+    return {"session_id": f"bfcl-{conversation.id}", "timestamp": iso(start), "model": model, "agent_name": AGENT,
             "metadata": {"category": conversation.category, "scenario": conversation.scenario},
             "messages": messages, "tools": advertised}
 
 
 def ingest(client: Any, older: list[Any], newer: list[Any], tools: list[dict[str, Any]], now: datetime,
-           ) -> tuple[datetime, datetime, datetime, datetime]:
+           model: str = MODEL) -> tuple[datetime, datetime, datetime, datetime]:
     """Post every conversation; the older and the newer sides' time ranges [start, end)."""
     validator = Validator()
     advertised = openai_tools(tools)
@@ -185,7 +185,7 @@ def ingest(client: Any, older: list[Any], newer: list[Any], tools: list[dict[str
     for conversation, start in zip([*older, *newer], starts, strict=True):
         messages = messages_of(conversation)
         validator.check(messages)
-        response = client.post_json("/api/v1/transcripts", transcript(conversation, messages, advertised, start))
+        response = client.post_json("/api/v1/transcripts", transcript(conversation, messages, advertised, start, model))
         assert response.status_code == 202, response.json()
         assert response.json()["format"] == "openai_chat", response.json()
     cut = now - timedelta(days=(OLDER_DAYS[1] + NEWER_DAYS[0]) / 2)  # between the two sides
@@ -346,6 +346,35 @@ def front_table(run: dict[str, Any]) -> None:
         mark = " **(recommended)**" if name == result["recommended"] else ""
         print(f"| {name}{mark} | {row['saved_share']:.1%} | {row['net_saved_share']:.1%} | "
               f"{row['hard_miss_rate']:.2%} | {row['recoverable_miss_rate']:.2%} |")
+    best = rows.get(result["recommended"])
+    if best is not None and result.get("baselines"):
+        print("\n| held-out (older range), input dollars | dollars | saved | schema tokens saved | hard misses "
+              "| list changes |")
+        print("| --- | ---: | ---: | ---: | ---: | ---: |")
+        for row in [best, *result["baselines"]]:
+            print(f"| {row['name']} | ${row['policy_dollars']:,.2f} (of ${row['recorded_dollars']:,.2f}) | "
+                  f"{row['net_dollars_share']:.1%} | {row['saved_share']:.1%} | {row['hard_miss_rate']:.2%} | "
+                  f"{row['cache_breaks']:,} |")
+
+
+ALTERNATIVES = {
+    "every tool": {"mode": "all"},
+    "provider's deferred loading of the whole catalog": {
+        "mode": "tool_search", "always_on": ["tool_search"],
+        "tool_search": {"top_k": 8, "max_top_k": 20, "ranker": "bm25f-2", "provider_search": True}},
+}
+
+
+def dollars_table(compared: dict[str, dict[str, Any]]) -> None:
+    """Each policy's simulation of the newer range in dollars (the model's published prices)."""
+    print("\n| newer range, input dollars | dollars | saved | schema tokens saved | hard misses | list changes |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: |")
+    for label, result in compared.items():
+        money = result.get("dollars") or {}
+        hard = result["hard_misses"] / result["calls"] if result["calls"] else 0.0
+        print(f"| {label} | ${money.get('policy', 0):,.2f} (of ${money.get('recorded', 0):,.2f}) | "
+              f"{money.get('saved_share', 0):.1%} | {result['saved_share']:.1%} | {hard:.2%} | "
+              f"{money.get('cache_breaks', 0):,} |")
 
 
 def differences(candidate: dict[str, Any], published: dict[str, Any]) -> list[str]:
@@ -382,6 +411,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=25, help="the scenario split's seed (multiturn_data.split)")
     parser.add_argument("--learned-history", action="store_true", help="refresh the project's learned search "
                         "history from the older sessions before the replay (as the hourly task would)")
+    parser.add_argument("--model", default=MODEL, help="the model the transcripts name: it decides the prices "
+                        "and the provider's cache rules the dollars follow (e.g. claude-sonnet-4-5)")
     parser.add_argument("--candidate", default=None, help="apply and publish this candidate (by name) instead of "
                         "the recommended one")
     args = parser.parse_args()
@@ -434,7 +465,7 @@ def run(args: argparse.Namespace, tools: list[dict[str, Any]], suite_of: dict[st
     admin = KeyClient(api_key_create(project=project, name="admin", scopes=["policy:read", "admin"]).secret)
 
     began = time.perf_counter()
-    older_start, older_end, newer_start, newer_end = ingest(agent, older, newer, tools, timezone.now())
+    older_start, older_end, newer_start, newer_end = ingest(agent, older, newer, tools, timezone.now(), args.model)
     timings["ingest (validate + POST /transcripts)"] = time.perf_counter() - began
     began = time.perf_counter()
     stored = process_and_check(project, [*older, *newer])
@@ -485,6 +516,12 @@ def run(args: argparse.Namespace, tools: list[dict[str, Any]], suite_of: dict[st
     uploaded = simulation(agent, newer_start, newer_end, as_scored)
     reference = references(project, newer, suite_of)
     report(replayed, simulated["result"], uploaded["result"], reference, recommended, name)
+    # Issue 26's Goal on the newer range: the published recommendation against sending every tool
+    # and the provider's own deferred loading of the whole catalog, in dollars.
+    compared = {f"the published recommendation ({name})": simulated["result"]}
+    for label, selection_only in ALTERNATIVES.items():
+        compared[label] = simulation(agent, newer_start, newer_end, {**document, "selection": selection_only})["result"]
+    dollars_table(compared)
     print("\ntimings")
     for what, seconds in timings.items():
         print(f"  {what}: {seconds:.1f} s")

@@ -264,6 +264,8 @@ class ToolStatsView(APIView):
     def get(self, request: Request) -> Response:
         data = _query(RangeQuery, request)
         rows = selectors.tool_table(project_id=request.auth.project_id, **_range(data))
+        for row in rows:  # dollars as decimal strings, as everywhere in this API
+            row["schema_usd"], row["output_usd"] = _money(row["schema_usd"]), _money(row["output_usd"])
         return Response({"start": data["start"], "end": data["end"], "results": rows})
 
 
@@ -273,20 +275,25 @@ class OverviewView(APIView):
     @extend_schema(
         summary="The overview's KPIs", parameters=[RangeQuery], responses={200: dict, **READ_ERRORS},
         description="Each KPI of the dashboard's overview over [start, end) and over the period of the same "
-        "length before it; `change` is relative for counts and in percentage points for shares.",
+        "length before it; `change` is relative for counts and dollars and in percentage points for shares. "
+        "Dollars (`kind` usd: the cost of the priced requests, a month at that rate) are decimal strings, "
+        "null when no request of the period has a price.",
         examples=[OpenApiExample("Two KPIs", response_only=True, value={
             "start": "2026-11-25T09:00:00Z", "end": "2026-11-26T09:00:00Z", "kpis": [
                 {"key": "sessions", "label": "Sessions", "kind": "count", "better": "", "current": 120,
                  "previous": 96, "change": 0.25},
                 {"key": "schema_share", "label": "Tool schemas, of provider-reported input", "kind": "share",
-                 "better": "down", "current": 0.31, "previous": 0.44, "change": -13.0}]})],
+                 "better": "down", "current": 0.31, "previous": 0.44, "change": -13.0},
+                {"key": "cost", "label": "Cost, priced requests", "kind": "usd", "better": "down",
+                 "current": "41.530112", "previous": "38.2", "change": 0.087}]})],
     )
     def get(self, request: Request) -> Response:
         data = _query(RangeQuery, request)
         kpis = selectors.overview_kpis(project_id=request.auth.project_id, **_range(data))
         return Response({"start": data["start"], "end": data["end"], "kpis": [
-            {"key": kpi.key, "label": kpi.label, "kind": kpi.kind, "better": kpi.better, "current": kpi.current,
-             "previous": kpi.previous, "change": kpi.change} for kpi in kpis]})
+            {"key": kpi.key, "label": kpi.label, "kind": kpi.kind, "better": kpi.better,
+             **({"current": _money(kpi.current), "previous": _money(kpi.previous)} if kpi.kind == "usd" else
+                {"current": kpi.current, "previous": kpi.previous}), "change": kpi.change} for kpi in kpis]})
 
 
 class BatchView(APIView):

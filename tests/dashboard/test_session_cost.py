@@ -227,3 +227,20 @@ def test_the_tools_page_shares_the_schema_and_output_dollars_among_the_tools(vie
     exported = viewer_client.get(reverse("dashboard:tools_csv", args=[project.slug]), {"range": "24h"})
     header = next(csv.reader(io.StringIO(b"".join(exported.streaming_content).decode())))
     assert "schema_usd" in header and "output_usd" in header
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_read_apis_overview_and_tools_give_the_same_dollars_as_decimal_strings(viewer_client, project,
+                                                                                   priced_session):
+    reader = KeyClient(make_key(project, scopes=["read"]).secret)
+    end = timezone.now() + timedelta(minutes=1)
+    window = {"start": (end - timedelta(days=1)).isoformat(), "end": end.isoformat()}
+    kpis = {kpi["key"]: kpi for kpi in reader.get(reverse("api:overview"), window).json()["kpis"]}
+    total = sum(Decimal(nanos(value)) for value in expected(priced_session)) / 1_000_000_000
+    assert kpis["cost"]["kind"] == "usd" and Decimal(kpis["cost"]["current"]) == total
+    assert kpis["cost"]["previous"] is None and kpis["cache_breaks"]["current"] == 1
+    tools = {row["name"]: row for row in reader.get(reverse("api:tools-stats"), window).json()["results"]}
+    page = {row["name"]: row for row in viewer_client.get(reverse("dashboard:tools", args=[project.slug]),
+                                                          {"range": "24h"}).context["rows"]}
+    assert {name: Decimal(row["schema_usd"]) for name, row in tools.items()} == {
+        name: row["schema_usd"] for name, row in page.items()}

@@ -2,7 +2,8 @@
 
 Every assistant message is one model request. Its `tool_use` blocks are answered by `tool_result`
 blocks of a later user message that name the call in `tool_use_id`.
-An assistant message's `usage` (the response's, as hosts store it) is its request's usage.
+An assistant message's `usage` (the response's, as hosts store it) is its request's usage, and its
+`timestamp` (ISO 8601 with a time zone, or epoch seconds), when the host stores one, its request's time.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ def _message(builder: ConversationBuilder, message: JSON, role: str, path: str) 
     if role == "assistant":
         builder.start_turn()
         builder.usage(message.get("usage"), f"{path}.usage")
+        builder.time(message.get("timestamp"), f"{path}.timestamp")
         builder.assistant(text)
     else:
         builder.user(text)

@@ -71,6 +71,32 @@ def expect_object(value: Any, path: str) -> JSON:
     return value
 
 
+def expect_moment(value: Any, path: str) -> datetime:
+    """A time as transcripts carry one: ISO 8601 with a time zone, or seconds since the epoch; in
+    UTC, within the range every event's time is held to."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        try:
+            moment: datetime | None = datetime.fromtimestamp(value, UTC)
+        except (OverflowError, OSError, ValueError):
+            raise TranscriptError("is not a valid number of seconds since the epoch", path) from None
+    elif isinstance(value, str):
+        try:
+            moment = datetime.fromisoformat(value)
+        except ValueError:
+            raise TranscriptError("must be an ISO 8601 time, e.g. 2026-11-22T10:00:00Z", path) from None
+        if moment.tzinfo is None:
+            raise TranscriptError("must include a time zone, e.g. 2026-11-22T10:00:00Z", path)
+    else:
+        raise TranscriptError("must be an ISO 8601 string or a number of seconds since the epoch", path)
+    try:
+        moment = moment.astimezone(UTC)
+    except OverflowError:  # 0001-01-01T00:00:00+05:00 is in year 0, 9999-12-31T23:59:59-05:00 in 10000
+        moment = None
+    if moment is None or not EARLIEST <= moment < LATEST:
+        raise TranscriptError(f"must be from {EARLIEST:%Y-%m-%d} to {LATEST:%Y-%m-%d}", path)
+    return moment
+
+
 def expect_str(value: Any, path: str, *, empty: bool = True) -> str:
     if not isinstance(value, str):
         raise TranscriptError(f"must be a string, not {json_type(value)}", path)
@@ -159,6 +185,7 @@ class Turn:
     messages: list[dict[str, str]] = field(default_factory=list)
     calls: list[ToolCall] = field(default_factory=list)
     usage: dict[str, int] = field(default_factory=dict)  # the provider's usage of this request, when stored
+    at: datetime | None = None  # when the request was made, when the host stored it
 
 
 @dataclass
@@ -197,6 +224,12 @@ class ConversationBuilder:
         message it produced (Claude Code's transcripts do): Anthropic's or OpenAI's shape."""
         if raw is not None:
             self.turns[-1].usage = provider_usage(expect_object(raw, path))
+
+    def time(self, raw: Any, path: str) -> None:
+        """When the current request was made, as a host stores it beside the assistant message it
+        produced (Claude Code's transcripts do): ISO 8601 with a time zone, or epoch seconds."""
+        if raw is not None:
+            self.turns[-1].at = expect_moment(raw, path)
 
     def assistant(self, text: str) -> None:
         if text:

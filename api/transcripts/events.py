@@ -4,10 +4,13 @@ per model request, one tool_call per call.
 Ids derive from the session id, the turn index and the provider's call id, so the same transcript
 sent twice maps to the same ids and ingest answers `duplicate` instead of storing it twice.
 
-No format carries a time per message, so none is invented: turns and calls are stamped with the
-session's start (an hour bucket for the rollups) and `timed: false`, and pages draw them by
-order. The transcript is the whole conversation as of its receipt, so its session ends then (a
-session event is an upsert: sending the transcript again, longer or not, moves the end).
+No format carries a time per message, so none is invented: a turn is stamped with its request's
+time when the host stored one beside the assistant message (`timestamp`, as Claude Code's
+transcripts do), else with the time of the turn before it, or the session's start (an hour
+bucket for the rollups), `timed: false`; its calls with its time, `timed: false` (when a call
+ran is not stored). Pages draw untimed ones by order. The transcript is the whole conversation as
+of its receipt, so its session ends then (a session event is an upsert: sending the transcript
+again, longer or not, moves the end).
 
 A call's status is sent only when the transcript says it: Anthropic's `is_error`, a call to a tool
 never advertised, arguments that are not JSON (with `status_from` naming which). Otherwise the
@@ -52,11 +55,12 @@ def build_events(conversation: Conversation, session: SessionInfo) -> list[JSON]
     events = [_session_event(session)]
     known = None if conversation.tools is None else {tool["name"] for tool in conversation.tools}
     tools = copy.deepcopy(conversation.tools)
-    at = _iso(session.start)  # not when the turn ran (unknown): `timed: false` says so
+    at = _iso(session.start)  # until a turn says when it ran: `timed: false` says it did not
     task: str | None = None
     for index, turn in enumerate(conversation.turns):
         task = _latest_instruction(turn) or task
-        events.append(_turn_event(turn, index, tools, session, at, task))
+        at = _iso(turn.at) if turn.at is not None else at
+        events.append(_turn_event(turn, index, tools, session, at, task, timed=turn.at is not None))
         events.extend(_call_event(call, known, session.session_id, at) for call in turn.calls)
     events.append(_session_end(session))
     return events
@@ -84,14 +88,14 @@ def _latest_instruction(turn: Turn) -> str | None:
 
 
 def _turn_event(turn: Turn, index: int, tools: list[JSON] | None, session: SessionInfo, at: str,
-                task: str | None) -> JSON:
+                task: str | None, *, timed: bool = False) -> JSON:
     event: JSON = {
         "type": "turn",
         "id": f"{session.session_id}:t{index}",
         "session_id": session.session_id,
         "index": index,
         "timestamp": at,
-        "timed": False,
+        "timed": timed,
     }
     if session.model is not None:
         event["model"] = session.model

@@ -13,12 +13,11 @@ from toolscope_agent.engine.schemas import canonical_json
 
 from api.transcripts import anthropic, openai_chat, openai_responses
 from api.transcripts.common import (
-    EARLIEST,
     JSON,
-    LATEST,
     Conversation,
     TranscriptError,
     TranscriptTooLong,
+    expect_moment,
     expect_object,
     expect_str,
     json_type,
@@ -114,29 +113,4 @@ def _start(value: Any, received_at: datetime) -> datetime:
     seconds) or, without one, when the server received it."""
     if value is None:
         return received_at if received_at.tzinfo is not None else received_at.replace(tzinfo=UTC)
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        try:
-            seconds = datetime.fromtimestamp(value, UTC)
-        except (OverflowError, OSError, ValueError):
-            raise TranscriptError("is not a valid number of seconds since the epoch", "timestamp") from None
-        return _within_range(seconds)
-    if not isinstance(value, str):
-        raise TranscriptError("must be an ISO 8601 string or a number of seconds since the epoch", "timestamp")
-    try:
-        moment = datetime.fromisoformat(value)
-    except ValueError:
-        raise TranscriptError("must be an ISO 8601 time, e.g. 2026-11-22T10:00:00Z", "timestamp") from None
-    if moment.tzinfo is None:
-        raise TranscriptError("must include a time zone, e.g. 2026-11-22T10:00:00Z", "timestamp")
-    return _within_range(moment)
-
-
-def _within_range(moment: datetime) -> datetime:
-    """`moment` in UTC, within the range every event's time is held to."""
-    try:
-        moment = moment.astimezone(UTC)
-    except OverflowError:  # 0001-01-01T00:00:00+05:00 is in year 0, 9999-12-31T23:59:59-05:00 in 10000
-        moment = None
-    if moment is None or not EARLIEST <= moment < LATEST:
-        raise TranscriptError(f"must be from {EARLIEST:%Y-%m-%d} to {LATEST:%Y-%m-%d}", "timestamp")
-    return moment
+    return expect_moment(value, "timestamp")

@@ -2,7 +2,8 @@
 
 Every assistant message is one model request. Its `tool_calls` are answered by later `tool`
 messages that name the call in `tool_call_id`.
-An assistant message's `usage` (the response's, as hosts store it) is its request's usage.
+An assistant message's `usage` (the response's, as hosts store it) is its request's usage, and its
+`timestamp` (ISO 8601 with a time zone, or epoch seconds), when the host stores one, its request's time.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ def _user(builder: ConversationBuilder, message: JSON, path: str) -> None:
 def _assistant(builder: ConversationBuilder, message: JSON, path: str) -> None:
     builder.start_turn()
     builder.usage(message.get("usage"), f"{path}.usage")
+    builder.time(message.get("timestamp"), f"{path}.timestamp")
     texts = [content_text(message.get("content"), f"{path}.content")]
     if message.get("refusal") is not None:
         texts.append(expect_str(message["refusal"], f"{path}.refusal"))

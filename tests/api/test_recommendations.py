@@ -230,17 +230,18 @@ def test_the_recommended_policy_is_shown_beside_every_tool_the_published_one_and
         reader, project, django_capture_on_commit_callbacks):
     """Issue 26's Goal, on the page and in the API: the same held-out sessions, priced, under the
     recommended policy and the three alternatives a user would otherwise run."""
-    from tests.admin.builders import make_policy, make_tool
     from django.test import Client
     from django.urls import reverse
 
+    from tests.admin.builders import make_policy, make_tool
     from tests.factories import make_member, make_session, make_tool_call, make_turn, make_user
     from toolscope.policies.services.publish import policy_publish
     from toolscope.telemetry.models import Role
 
-    words = ("invoice ledger payroll refund shipment warehouse parcel courier tariff customs voucher coupon "
-             "playlist podcast lyric concert ticket seating weather forecast pollen humidity recipe pantry "
-             "calorie workout marathon stadium telescope galaxy orbit satellite").split()
+    words = ["invoice", "ledger", "payroll", "refund", "shipment", "warehouse", "parcel", "courier", "tariff",
+             "customs", "voucher", "coupon", "playlist", "podcast", "lyric", "concert", "ticket", "seating",
+             "weather", "forecast", "pollen", "humidity", "recipe", "pantry", "calorie", "workout", "marathon",
+             "stadium", "telescope", "galaxy", "orbit", "satellite"]
     names = [f"{word}_tool" for word in words]
     tools = [make_tool(project, name, schema_tokens=150, description=f"Works with a {word}.")
              for name, word in zip(names, words, strict=True)]

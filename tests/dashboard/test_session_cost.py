@@ -244,3 +244,34 @@ def test_the_read_apis_overview_and_tools_give_the_same_dollars_as_decimal_strin
                                                           {"range": "24h"}).context["rows"]}
     assert {name: Decimal(row["schema_usd"]) for name, row in tools.items()} == {
         name: row["schema_usd"] for name, row in page.items()}
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(("minutes", "reason"), [(0.5, ""), (10, "expired")])
+def test_a_transcripts_stored_times_decide_what_its_cache_kept(project, minutes, reason):
+    """An Anthropic transcript whose host logged each message's time: a request 10 minutes after
+    the one before finds its 5-minute cache expired and writes everything again; 30 s after, it
+    reads what the first wrote."""
+    start = timezone.now().replace(microsecond=0) - timedelta(hours=1)
+    tools = [{"name": tool["name"], "description": tool["description"], "input_schema": tool["input_schema"]}
+             for tool in TOOLS]
+    body = {"format": "anthropic", "session_id": "timed", "model": "claude-sonnet-4-5",
+            "timestamp": start.isoformat(), "system": SYSTEM, "tools": tools, "messages": [
+                {"role": "user", "content": "Fix the failing import in app.py"},
+                {"role": "assistant", "content": "Looking at it.",
+                 "timestamp": (start + timedelta(seconds=5)).isoformat()},
+                {"role": "user", "content": "Now run it again and tell me what changed in the output"},
+                {"role": "assistant", "content": "It passes.",
+                 "timestamp": (start + timedelta(seconds=5, minutes=minutes)).isoformat()}]}
+    response = KeyClient(make_key(project, scopes=["ingest"]).secret).post_json("/api/v1/transcripts", body)
+    assert response.status_code == 202, response.json()
+    for batch_id in IngestBatch.objects.values_list("pk", flat=True):
+        batch_process(batch_id=batch_id)
+    first, second = Turn.objects.filter(project=project).order_by("index")
+    assert first.time_known and second.time_known
+    assert second.cache_break == reason
+    head = first.schema_tokens + first.system_prompt_tokens + first.message_tokens
+    written = million((head, "3.75"))  # the first request writes its whole prompt
+    rest = second.schema_tokens + second.system_prompt_tokens + second.message_tokens
+    want = million((head, "0.30"), (rest - head, "3.75")) if not reason else million((rest, "3.75"))
+    assert (first.cost_nanos, second.cost_nanos) == (nanos(written), nanos(want))

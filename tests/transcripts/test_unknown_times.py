@@ -109,3 +109,35 @@ def test_the_session_page_draws_order_and_names_each_calls_rule(api, project, me
     assert "pattern: MCP error" in page
     assert "2 error text, not flagged" in page  # calls 06 and 07, apart from the 4 errors
     assert "4 not ok" in page
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("name", ["openai_chat", "anthropic"])
+def test_an_assistant_messages_timestamp_is_its_requests_time(api, name):  # noqa: F811
+    """A host that logs each message's time (Claude Code's transcripts do) gives each request its
+    own; one without takes the time of the request before it, marked unknown."""
+    body = load_fixture(f"{name}.json")
+    assistants = [message for message in body["messages"] if message["role"] == "assistant"]
+    assistants[0]["timestamp"] = "2026-11-22T10:00:05Z"
+    assistants[1]["timestamp"] = 1_795_341_700  # epoch seconds: 2026-11-22T10:01:40Z
+    _post_and_process(api, body)
+    turns = list(Turn.objects.order_by("index").values_list("started_at", "time_known"))
+    assert [(moment.isoformat(), known) for moment, known in turns[:3]] == [
+        ("2026-11-22T10:00:05+00:00", True), ("2026-11-22T10:01:40+00:00", True),
+        ("2026-11-22T10:01:40+00:00", False)]
+    # A call is stamped with its turn's time; when it ran is not stored.
+    first = ToolCall.objects.filter(turn_index=0).values_list("started_at", "time_known").first()
+    if first is not None:
+        assert (first[0].isoformat(), first[1]) == ("2026-11-22T10:00:05+00:00", False)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("value", ["yesterday", "2026-11-22T10:00:05", True, {"at": 1}])
+def test_a_bad_timestamp_is_a_400_naming_it(api, value):  # noqa: F811
+    body = load_fixture("openai_chat.json")
+    position = next(n for n, message in enumerate(body["messages"]) if message["role"] == "assistant")
+    body["messages"][position]["timestamp"] = value
+    response = api.post_json(URL, body)
+    assert response.status_code == 400
+    assert f"messages[{position}].timestamp" in str(response.json())
+    assert not IngestBatch.objects.exists()

@@ -369,7 +369,9 @@ class _Replay:
                         if name not in head and name not in inside:
                             inside.add(name)
                             loaded_tokens += self.costs.get(name, 0)
-                priced.append((turn.at or 0.0, self._list_key(turn.advertised), advertised,
+                # A request whose time is not known is taken as sent right after the one before.
+                sent_at = turn.at if turn.at is not None else (priced[-1][0] if priced else 0.0)
+                priced.append((sent_at, self._list_key(turn.advertised), advertised,
                                "\x1f".join(head), head_cost, rest, rest + loaded_tokens, recovered))
         if pricing is not None:
             self._price(priced, pricing, result)

@@ -13,9 +13,10 @@ cache), each rendered as the provider orders it from what its turn keeps:
   a rewritten conversation) is a new conversation from there: nothing after the system prompt
   matches any more.
 
-Times are the turns' own; a transcript's turns carry none (`time_known` false) and are taken as
-sent back to back, within every TTL. Anthropic's breakpoints are assumed where the documented
-multi-turn pattern puts them (the end of the system prompt and the last message).
+Times are the turns' own; a turn without one (`time_known` false: a transcript whose host stored no
+times) is taken as sent right after the turn before it, within every TTL. Anthropic's breakpoints
+are assumed where the documented multi-turn pattern puts them (the end of the system prompt and the
+last message).
 
 **Billed**, per request: the provider's reported figures when it reported its cache reads
 (`cached_tokens`; Anthropic's writes, `cache_write_tokens`, of which `cache_write_1h_tokens`
@@ -207,7 +208,8 @@ def _requests(turns: Sequence[dict[str, Any]]) -> tuple[list[Request], list[str]
         head = (Block(f"tools:{turn['advertised_set_id']}", turn["schema_tokens"] or 0),
                 Block(f"system:{turn['system_prompt_hash'] or turn['system_prompt_tokens']}",
                       turn["system_prompt_tokens"] or 0))
-        at = turn["started_at"].timestamp() if turn["time_known"] else 0.0
+        # A turn whose time is not known is taken as sent right after the one before.
+        at = turn["started_at"].timestamp() if turn["time_known"] else (requests[-1].at if requests else 0.0)
         requests.append(conversation.request(at, head, sum(turn[part] or 0 for part in PARTS[2:])))
         reason = ""
         if previous is not None and previous[0].key != head[0].key:

@@ -69,8 +69,10 @@ Why each choice:
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
+import random
 import re
 import sys
 import time
@@ -115,6 +117,34 @@ def messages_of(conversation: Any) -> list[dict[str, Any]]:
             messages.append({"role": "tool", "tool_call_id": call_id, "content": call.output})
         messages.append({"role": "assistant", "content": CLOSING})
     return messages
+
+
+def claude_code_gaps() -> list[float]:
+    """Seconds between consecutive requests of the three public Claude Code recordings
+    (tests/fixtures/claude_code, main thread): a real agent's pace, a person's pauses included
+    (455 gaps: median 8 s, 5% over 5 minutes, the longest 12.7 hours)."""
+    gaps = []
+    for path in sorted((REPO / "tests" / "fixtures" / "claude_code").glob("*.jsonl")):
+        lines = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        times = sorted(datetime.fromisoformat(line["timestamp"].replace("Z", "+00:00")) for line in lines
+                       if not line.get("isSidechain"))
+        gaps += [(later - earlier).total_seconds() for earlier, later in itertools.pairwise(times)]
+    return gaps
+
+
+def timed(messages: list[dict[str, Any]], start: datetime, gaps: list[float], rng: random.Random,
+          ) -> list[dict[str, Any]]:
+    """`messages` with each assistant message's `timestamp` as a host that logs messages stores
+    it: the first request at `start`, each next one a gap drawn from `gaps` later."""
+    moment, first = start, True
+    stamped = []
+    for message in messages:
+        if message["role"] == "assistant":
+            moment = moment if first else moment + timedelta(seconds=rng.choice(gaps))
+            first = False
+            message = {**message, "timestamp": iso(moment)}
+        stamped.append(message)
+    return stamped
 
 
 def spread(count: int, days: tuple[int, int], now: datetime) -> list[datetime]:
@@ -176,15 +206,19 @@ def transcript(conversation: Any, messages: list[dict[str, Any]], advertised: li
 
 
 def ingest(client: Any, older: list[Any], newer: list[Any], tools: list[dict[str, Any]], now: datetime,
-           model: str = MODEL) -> tuple[datetime, datetime, datetime, datetime]:
-    """Post every conversation; the older and the newer sides' time ranges [start, end)."""
+           model: str = MODEL, gaps: list[float] | None = None) -> tuple[datetime, datetime, datetime, datetime]:
+    """Post every conversation; the older and the newer sides' time ranges [start, end). With
+    `gaps`, each assistant message carries its request's time (`timed`, seeded)."""
+    rng = random.Random(26)
     validator = Validator()
     advertised = openai_tools(tools)
     validator.check([], advertised)
     starts = spread(len(older), OLDER_DAYS, now) + spread(len(newer), NEWER_DAYS, now)
     for conversation, start in zip([*older, *newer], starts, strict=True):
         messages = messages_of(conversation)
-        validator.check(messages)
+        validator.check(messages)  # as the provider's SDK sends them; the host's times added after
+        if gaps:
+            messages = timed(messages, start, gaps, rng)
         response = client.post_json("/api/v1/transcripts", transcript(conversation, messages, advertised, start, model))
         assert response.status_code == 202, response.json()
         assert response.json()["format"] == "openai_chat", response.json()
@@ -413,6 +447,9 @@ def main() -> None:
                         "history from the older sessions before the replay (as the hourly task would)")
     parser.add_argument("--model", default=MODEL, help="the model the transcripts name: it decides the prices "
                         "and the provider's cache rules the dollars follow (e.g. claude-sonnet-4-5)")
+    parser.add_argument("--gaps", choices=["none", "claude-code"], default="none", help="request times: none "
+                        "(the transcripts carry no times: requests back to back) or gaps drawn from the public "
+                        "Claude Code recordings (tests/fixtures/claude_code), stamped on each assistant message")
     parser.add_argument("--candidate", default=None, help="apply and publish this candidate (by name) instead of "
                         "the recommended one")
     args = parser.parse_args()
@@ -465,7 +502,8 @@ def run(args: argparse.Namespace, tools: list[dict[str, Any]], suite_of: dict[st
     admin = KeyClient(api_key_create(project=project, name="admin", scopes=["policy:read", "admin"]).secret)
 
     began = time.perf_counter()
-    older_start, older_end, newer_start, newer_end = ingest(agent, older, newer, tools, timezone.now(), args.model)
+    older_start, older_end, newer_start, newer_end = ingest(agent, older, newer, tools, timezone.now(), args.model,
+                                                             claude_code_gaps() if args.gaps == "claude-code" else None)
     timings["ingest (validate + POST /transcripts)"] = time.perf_counter() - began
     began = time.perf_counter()
     stored = process_and_check(project, [*older, *newer])

@@ -104,3 +104,19 @@ def test_each_demo_requests_dollars_equal_a_reference_from_its_reported_usage(vi
             assert (write > 0) == turn.model.startswith("claude")
         checked.add(session.model)
     assert checked == set(PRICES)
+
+
+def test_the_demos_overview_shows_what_its_requests_cost(viewer_client, demo):
+    """Every demo request is priced: the overview's cost is the sum of their dollars (as the
+    session pages show them), and a month at that rate scales it from the range's 16 days (the
+    5th to the 20th, both whole)."""
+    from decimal import Decimal
+
+    from toolscope.telemetry.models import Turn
+
+    page = viewer_client.get(reverse("dashboard:overview", args=[demo.slug]), _range())
+    kpis = {kpi.key: kpi for kpi in page.context["kpis"]}
+    nanos = list(Turn.objects.filter(project=demo).values_list("cost_nanos", flat=True))
+    assert None not in nanos and kpis["cost"].label == "Cost, priced requests"
+    assert kpis["cost"].current == Decimal(sum(nanos)) / 1_000_000_000 > 0
+    assert kpis["month_cost"].current == kpis["cost"].current * 30 / 16

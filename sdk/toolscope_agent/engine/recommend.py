@@ -118,7 +118,10 @@ SEARCH_TOP_KS = (20,)
 CORE_K = (0, 4, 8)  # tools the most inclusive rules and the search both miss, kept always on
 PROGRESSIVE_K = (0, 2, 4, 8, 16)
 # Cache-keeping shapes (selection.tool_list): every tool once sent kept for the session, or the
-# first request's list grown only by searches and calls. Tried over a few settings of each family.
+# first request's list grown only by searches and calls. Tried over a few settings of each family;
+# with a search, append-only only: on BFCL's multi-turn sessions (tasks change mid-session) no
+# fixed list reached the Pareto front in four runs (bench/RESULTS.md), and each candidate costs
+# half a second of replay per 5,000 sessions.
 KEPT_LISTS = (APPEND_ONLY, FIXED)
 KEPT_PRECISIONS = (0.2, 0.45)
 LIST_WORDS = {APPEND_ONLY: "append-only list", FIXED: "list fixed per session"}
@@ -237,7 +240,7 @@ def candidates(catalog: Sequence[Mapping[str, Any]], fit: Sequence[ReplaySession
                     f"{family}{f' + always-on {k} they miss' if k else ''} + tool_search top {top_k}")
                 # The same, keeping the list for the session (the cache it heads is kept), over
                 # the learning module's own FDR and one task: the shapes, not every setting.
-                lists = KEPT_LISTS if alpha == FDR_ALPHA and window == 1 and precision in KEPT_PRECISIONS else ()
+                lists = (APPEND_ONLY,) if alpha == FDR_ALPHA and window == 1 and precision in KEPT_PRECISIONS else ()
                 for tool_list in lists:
                     add(f"{len(kept)} {family}{f' + always-on {len(always)} they miss' if always else ''}"
                         f" + tool_search top {top_k}, {LIST_WORDS[tool_list]}",

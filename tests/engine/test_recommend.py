@@ -300,3 +300,13 @@ def test_cache_keeping_shapes_are_candidates_beside_the_per_request_ones():
     assert lists == {"per_request", "append_only", "fixed"}
     kept = [c for c in found if c.selection.get("tool_list") == "append_only"]
     assert all(c.selection["mode"] == "context_rules" and "append-only list" in c.name for c in kept)
+
+
+def test_with_the_servers_model_candidates_that_search_with_toolscopes_search_fuse_it():
+    semantic = {"model": "all-MiniLM-L6-v2@abc", "fusion": "convex", "alpha": 0.5}
+    found = candidates(CATALOG, history("f", 12), schema_tokens=COSTS, semantic=semantic)
+    searching = [c for c in found if c.selection["mode"] == "tool_search" or "tool_search" in c.selection["always_on"]]
+    ours = [c for c in searching if not c.selection["tool_search"].get("provider_search")]
+    assert ours and all(c.selection["tool_search"]["semantic"] == semantic for c in ours)
+    # The provider's own search is not ours, and a policy that never searches needs no model.
+    assert all("semantic" not in c.selection["tool_search"] for c in found if c not in ours)

@@ -206,3 +206,38 @@ def test_a_recoverable_miss_costs_a_round_trip_that_resends_the_turns_context():
     progressive = simulate(CATALOG, policy("progressive"), [FIX_TESTS], schema_tokens=COSTS,
                            menu_tokens=lambda menu: 10)
     assert progressive.round_trip_tokens == 110 + 410 + 2 * ROUND_TRIP_CONTEXT_TOKENS
+
+
+class Meaning:
+    """A semantic search that understands "bring my change back" means edit_file (a stand-in for
+    toolscope_agent.semantic.HybridIndex: the engine does no I/O, the caller hands it the model)."""
+
+    def __init__(self) -> None:
+        self.asked: list[str] = []
+
+    def search(self, query, top_k=8, *, max_top_k=20):
+        from toolscope_agent.engine.search import SearchHit
+
+        self.asked.append(query)
+        return [SearchHit(name, 1.0, name, "") for name in ["edit_file", "git_diff"][:top_k]]
+
+
+def test_a_policy_that_fuses_semantic_ranking_searches_with_it_and_only_then():
+    session = ReplaySession("s", [RecordedTurn(message="bring my change back", advertised=EVERYTHING,
+                                               calls=[call("edit_file")])])
+    lexical = policy("tool_search", always_on=["read_file", "tool_search"])
+    fused = policy("tool_search", always_on=["read_file", "tool_search"],
+                   tool_search={"top_k": 2, "ranker": "bm25f-2", "semantic": {"model": "m@1", "fusion": "convex"}})
+    native = policy("tool_search", always_on=["read_file", "tool_search"],
+                    tool_search={"top_k": 2, "semantic": {"model": "m@1"}, "provider_search": True})
+    meaning = Meaning()
+    assert [m.kind for m in simulate(CATALOG, lexical, [session], schema_tokens=COSTS, semantic=meaning).misses] == [
+        HARD]
+    assert [(m.kind, m.path) for m in simulate(CATALOG, fused, [session], schema_tokens=COSTS,
+                                               semantic=meaning).misses] == [(RECOVERABLE, "search")]
+    # Without the model the same document ranks lexically, as a server without it answers.
+    assert [m.kind for m in simulate(CATALOG, fused, [session], schema_tokens=COSTS).misses] == [HARD]
+    # The provider's own search is the provider's: never toolscope's fusion.
+    asked = len(meaning.asked)
+    simulate(CATALOG, native, [session], schema_tokens=COSTS, semantic=meaning)
+    assert len(meaning.asked) == asked

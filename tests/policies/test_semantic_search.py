@@ -105,3 +105,63 @@ def test_the_selector_asks_the_server_and_ranks_alike(live_server, project, poli
     offline = ToolSelector(tools, document, client=Client("http://127.0.0.1:9", api_key=key))
     assert offline.search(PARAPHRASE, 3) == []  # the local lexical ranking: no shared word
     offline.client.close()
+
+
+def _paraphrased_sessions(project):
+    """24 sessions asking in words no tool has ("is it going to rain in Paris"), each calling
+    get_current_weather, over a catalog with a tool_search tool; every request advertises all."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from tests.factories import make_session, make_tool_call, make_turn
+
+    names = [*TOOLS, "tool_search"]
+    for name, description in {**TOOLS, "tool_search": "Find tools by what they do."}.items():
+        make_tool(project, name, description=description, input_schema={"type": "object"}, schema_tokens=200)
+    start = timezone.now() - timedelta(days=2)
+    for n in range(24):
+        session = make_session(project, started_at=start + timedelta(minutes=n))
+        turn = make_turn(session, 0, advertised=names, task_message=PARAPHRASE, schema_tokens=1000)
+        make_tool_call(turn, "get_current_weather", output_tokens=100)
+
+
+@pytest.mark.django_db
+def test_recommendations_score_searching_candidates_with_the_servers_model_and_apply_it(project, settings):
+    """Issue 30, item 1, in the recommendation: with a model, a search candidate fuses semantic
+    ranking, which finds the paraphrase's tool; applied, the draft searches with it."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from toolscope.policies.models import Policy
+    from toolscope.policies.services.documents import policy_document_build
+    from toolscope.policies.services.recommendations import policy_draft_apply, policy_recommendations
+    from toolscope.policies.services.simulation import (
+        document_semantic_index,
+        policy_simulate,
+        simulation_sessions,
+    )
+
+    _paraphrased_sessions(project)
+    settings.TOOL_SEARCH_MODEL = None
+    lexical = {row["name"]: row for row in policy_recommendations(project=project, days=7)["candidates"]}
+    settings.TOOL_SEARCH_MODEL = str(semantic.bundled_model_path())
+    fused = {row["name"]: row for row in policy_recommendations(project=project, days=7)["candidates"]}
+    name = "tool_search + top 0"
+    assert "semantic" not in lexical[name]["selection"]["tool_search"]
+    assert fused[name]["selection"]["tool_search"]["semantic"]["model"] == semantic_identity()
+    # BM25F finds nothing for a question sharing no word with the tools: every call a hard miss;
+    # the fusion finds get_current_weather: every one recoverable.
+    assert (lexical[name]["hard_miss_rate"], fused[name]["hard_miss_rate"]) == (1.0, 0.0)
+    policy = Policy.objects.create(project=project)
+    policy_draft_apply(policy=policy, selection=fused[name]["selection"], outputs=fused[name]["outputs"], user=None)
+    policy.refresh_from_db()
+    assert policy.search_semantic
+    document = policy_document_build(policy=policy)
+    assert document_semantic_index(document, [{"name": name} for name in TOOLS]) is not None
+    # The server's simulation of the draft searches as it was scored (and as /tools/search answers).
+    now = timezone.now()
+    replayed = policy_simulate(project=project, document=document,
+                               sessions=simulation_sessions(project=project, start=now - timedelta(days=7), end=now))
+    assert replayed.calls == 24 and (replayed.hard_misses, replayed.recoverable_misses) == (0, 24)

@@ -97,7 +97,14 @@ from toolscope_agent.engine.learning import (
 )
 from toolscope_agent.engine.render import SEARCH_TOOL, SEARCH_TOOL_NAME
 from toolscope_agent.engine.selection import APPEND_ONLY, FIXED, PER_REQUEST
-from toolscope_agent.engine.simulation import HARD, CachePricing, ReplaySession, Simulation, simulate
+from toolscope_agent.engine.simulation import (
+    HARD,
+    CachePricing,
+    ReplaySession,
+    SemanticSearch,
+    Simulation,
+    simulate,
+)
 from toolscope_agent.engine.text import STOPWORDS, words
 from toolscope_agent.engine.tokens import approximate_counter
 
@@ -165,8 +172,11 @@ class Candidate:
 
 
 def candidates(catalog: Sequence[Mapping[str, Any]], fit: Sequence[ReplaySession], *,
-               schema_tokens: Mapping[str, int] | None = None) -> list[Candidate]:
-    """The candidate policies learnt from `fit` (unscored)."""
+               schema_tokens: Mapping[str, int] | None = None,
+               semantic: Mapping[str, Any] | None = None) -> list[Candidate]:
+    """The candidate policies learnt from `fit` (unscored). `semantic`: the `tool_search.semantic`
+    section (model and fusion) every candidate searching with toolscope's search gets, when the
+    scorer has the model (`evaluate`'s `semantic`)."""
     names = [tool["name"] for tool in catalog if isinstance(tool.get("name"), str)]
     ranked = _by_coverage(fit, set(names))
     groups = _groups(fit, ranked)
@@ -175,6 +185,10 @@ def candidates(catalog: Sequence[Mapping[str, Any]], fit: Sequence[ReplaySession
     found: dict[str, Candidate] = {}  # by what the candidate sends: the first name of each policy kept
 
     def add(name: str, selection: dict[str, Any], family: str = "") -> None:
+        search = selection["tool_search"]
+        if semantic and not search.get("provider_search") and (
+                selection["mode"] == "tool_search" or SEARCH_TOOL_NAME in selection["always_on"]):
+            search["semantic"] = dict(semantic)
         key = json.dumps({**selection, "always_on": sorted(selection["always_on"])}, sort_keys=True)
         found.setdefault(key, Candidate(name, selection, outputs, family=family or name))
 
@@ -271,13 +285,15 @@ def baselines(published: Mapping[str, Any] | None = None, *, published_name: str
 
 
 def refitted(scored: Sequence[Candidate], catalog: Sequence[Mapping[str, Any]], sessions: Sequence[ReplaySession],
-             *, schema_tokens: Mapping[str, int] | None = None) -> list[Candidate]:
+             *, schema_tokens: Mapping[str, int] | None = None,
+             semantic: Mapping[str, Any] | None = None) -> list[Candidate]:
     """`scored` with each candidate's selection and outputs learnt again, the same way, on
     `sessions` (its fit and held-out sessions together): its figures, measured on held-out
     sessions it did not learn from, estimate how the procedure does on unseen tasks, and the
     policy applied has learnt from all the evidence there is. A candidate whose family the refit
     does not produce (it sends what another sends) keeps what it learnt on the fit sessions."""
-    again = {candidate.family: candidate for candidate in candidates(catalog, sessions, schema_tokens=schema_tokens)}
+    again = {candidate.family: candidate
+             for candidate in candidates(catalog, sessions, schema_tokens=schema_tokens, semantic=semantic)}
     return [replace(candidate, name=again[candidate.family].name, selection=again[candidate.family].selection,
                     outputs=again[candidate.family].outputs, refit=True) if candidate.family in again else candidate
             for candidate in scored]
@@ -295,12 +311,14 @@ def with_search_tool(catalog: Sequence[Mapping[str, Any]], schema_tokens: Mappin
 def evaluate(catalog: Sequence[Mapping[str, Any]], found: Sequence[Candidate], held_out: Sequence[ReplaySession],
              *, schema_tokens: Mapping[str, int], menu_tokens: Callable[[str], int] | None = None,
              progress: Callable[[int, int], None] | None = None,
-             pricing: Mapping[str, CachePricing] | None = None) -> list[Candidate]:
+             pricing: Mapping[str, CachePricing] | None = None,
+             semantic: SemanticSearch | None = None) -> list[Candidate]:
     """Each candidate with its figures on `held_out`; `progress(done, total)` after each. A
     progressive candidate's menu is priced with `menu_tokens` (the server's tokenizer), else one
     token per four characters (tokens.approximate_counter). With `pricing` (by a session's
     model), each is also priced in dollars under the provider's prompt cache, and ranked on them
-    (`Candidate.benefit`)."""
+    (`Candidate.benefit`). `semantic`: the fused search candidates with `tool_search.semantic`
+    rank with (`candidates`' `semantic`)."""
     clusters = {session.key: task_key(session) for session in held_out}
     if len(set(clusters.values())) < 2:  # one task: its sessions are the clusters
         clusters = {session.key: session.key for session in held_out}
@@ -308,7 +326,8 @@ def evaluate(catalog: Sequence[Mapping[str, Any]], found: Sequence[Candidate], h
     searches: dict[Any, dict[str, list[str]]] = {}
     for candidate in found:
         result = simulate(catalog, candidate.document(), held_out, schema_tokens=schema_tokens,
-                          menu_tokens=menu_tokens or approximate_counter, searches=searches, pricing=pricing)
+                          menu_tokens=menu_tokens or approximate_counter, searches=searches, pricing=pricing,
+                          semantic=semantic)
         totals = result.totals()
         net = totals.saved_tokens - totals.round_trip_tokens
         scored.append(replace(

@@ -39,12 +39,12 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from toolscope_agent.engine.cache import FIVE_MINUTES, Block, CacheUse, Conversation, Request, Rules, predict
 from toolscope_agent.engine.compaction import rule_for, rules_from_policy
 from toolscope_agent.engine.render import SEARCH_TOOL_NAME
-from toolscope_agent.engine.search import DEFAULT_TOP_K, MAX_TOP_K, clamp_top_k, ranker_for, search_tools
+from toolscope_agent.engine.search import DEFAULT_TOP_K, MAX_TOP_K, SearchHit, clamp_top_k, ranker_for, search_tools
 from toolscope_agent.engine.selection import (
     PER_REQUEST,
     SessionState,
@@ -63,6 +63,14 @@ is not known: an estimate (a short system prompt, the task and a few messages)."
 SELECTION_CACHE_SIZE = 100_000
 """Selections a replay keeps by (message, state), and search answers by query; past this many
 it starts over."""
+
+
+class SemanticSearch(Protocol):
+    """A fused lexical and semantic search over the searchable catalog
+    (toolscope_agent.semantic.HybridIndex): what a policy whose `tool_search.semantic` is on
+    ranks with, the model being I/O the engine does not do itself."""
+
+    def search(self, query: str, top_k: int = ..., *, max_top_k: int = ...) -> list[SearchHit]: ...
 
 
 @dataclass(frozen=True)
@@ -263,7 +271,8 @@ def simulate(catalog: Sequence[Mapping[str, Any]], policy: Mapping[str, Any], se
              *, schema_tokens: Mapping[str, int], menu_tokens: Callable[[str], int] | None = None,
              history: Mapping[str, Sequence[str]] | None = None,
              pricing: Mapping[str, CachePricing] | None = None,
-             searches: dict[Any, dict[str, list[str]]] | None = None) -> Simulation:
+             searches: dict[Any, dict[str, list[str]]] | None = None,
+             semantic: SemanticSearch | None = None) -> Simulation:
     """Replay `sessions` under `policy` over `catalog` (see the module docstring).
 
     `schema_tokens`: each tool's schema cost by name (a name without one costs 0);
@@ -271,9 +280,12 @@ def simulate(catalog: Sequence[Mapping[str, Any]], policy: Mapping[str, Any], se
     search history the policy's search would use; `pricing`: by a session's model, how its
     requests are billed (a session whose model has none is not priced); `searches`: search
     answers to share between replays of one catalog (a recommendation replays many policies that
-    search alike: they share the answers of those that search with the same settings).
+    search alike: they share the answers of those that search with the same settings);
+    `semantic`: the fused search a policy whose `tool_search.semantic` is on ranks with (built
+    with the policy's ranker and history over the searchable catalog); without it such a policy
+    ranks lexically, as a server without its model answers it.
     """
-    replay = _Replay(catalog, policy, schema_tokens, menu_tokens, history, pricing, searches)
+    replay = _Replay(catalog, policy, schema_tokens, menu_tokens, history, pricing, searches, semantic)
     result = Simulation()
     for session in sessions:
         replay.session(session, result)
@@ -285,7 +297,8 @@ class _Replay:
                  schema_tokens: Mapping[str, int], menu_tokens: Callable[[str], int] | None,
                  history: Mapping[str, Sequence[str]] | None,
                  pricing: Mapping[str, CachePricing] | None = None,
-                 searches: dict[Any, dict[str, list[str]]] | None = None) -> None:
+                 searches: dict[Any, dict[str, list[str]]] | None = None,
+                 semantic: SemanticSearch | None = None) -> None:
         self.catalog, self.policy, self.costs, self.menu_tokens = catalog, policy, schema_tokens, menu_tokens
         self.pricing = pricing or {}
         self.lists: dict[int, tuple[Sequence[str], str]] = {}  # an advertised list's identity, by id()
@@ -296,6 +309,8 @@ class _Replay:
         self.top_k = clamp_top_k(search.get("top_k", DEFAULT_TOP_K), search.get("max_top_k", MAX_TOP_K))
         self.ranker = ranker_for(search if search else None)
         self.history = history if search.get("learned") else None
+        # The provider's own search (`provider_search`) is the provider's, never toolscope's fusion.
+        self.semantic = semantic if search.get("semantic") and not search.get("provider_search") else None
         # The provider's own deferred loading (render.render with `provider_search`): what a
         # search loads, and what a call discovers, arrives inside the conversation, not in the
         # tool list at the head of the prompt (`_price`).
@@ -312,10 +327,10 @@ class _Replay:
         tools = policy.get("tools")
         self.tool_settings: Mapping[str, Any] = tools if isinstance(tools, Mapping) else {}
         self.selections: dict[tuple[Any, ...], tuple[Mapping[str, str], frozenset[Any], int]] = {}
-        # Answers depend on the searchable tools, top_k, ranker and history: shared between
-        # replays that agree on all four.
+        # Answers depend on the searchable tools, top_k, ranker, history and semantic fusion:
+        # shared between replays that agree on all five.
         self.searches: dict[str, list[str]] = ({} if searches is None else searches.setdefault(
-            (self.top_k, self.ranker, id(self.history), allowed), {}))
+            (self.top_k, self.ranker, id(self.history), allowed, id(self.semantic)), {}))
 
     def session(self, session: ReplaySession, result: Simulation) -> None:
         state = SessionState()
@@ -477,7 +492,8 @@ class _Replay:
             return []
         found = self.searches.get(query)
         if found is None:
-            hits = search_tools(self.searchable, query, self.top_k, ranker=self.ranker, history=self.history)
+            hits = (self.semantic.search(query, self.top_k) if self.semantic is not None else
+                    search_tools(self.searchable, query, self.top_k, ranker=self.ranker, history=self.history))
             found = [hit.name for hit in hits]
             if len(self.searches) >= SELECTION_CACHE_SIZE:
                 self.searches.clear()

@@ -35,7 +35,7 @@ from toolscope_agent.engine.recommend import (
     refitted,
 )
 from toolscope_agent.engine.render import SEARCH_TOOL_NAME
-from toolscope_agent.engine.search import RANKERS
+from toolscope_agent.engine.search import DEFAULT_RANKER, RANKERS, searchable
 from toolscope_agent.engine.selection import policy_searches
 
 from toolscope.policies.models import (
@@ -53,10 +53,12 @@ from toolscope.policies.selectors import policy_label_version
 from toolscope.policies.services.audit import audit_draft_change
 from toolscope.policies.services.background import background_enqueue, background_kind, background_run
 from toolscope.policies.services.documents import PRODUCTION_LABEL, policy_document_build
+from toolscope.policies.services.semantic_search import semantic_index, semantic_settings
 from toolscope.policies.services.simulation import (
     SessionPricing,
     catalog_costs,
     catalog_search_tool_added,
+    document_semantic_index,
     simulation_session_rows,
     simulation_sessions_load,
 )
@@ -134,10 +136,15 @@ def policy_recommendations(*, project: Project, days: int = 14, limit: int = 200
     catalog, costs = catalog_costs(project=project)
     if len(catalog) >= LARGE_CATALOG:  # a tool_search policy is a candidate: the agent gets toolscope's
         catalog, costs = catalog_search_tool_added(project=project, catalog=catalog, costs=costs)
-    scored = evaluate(catalog, candidates(catalog, fit, schema_tokens=costs), held_out, schema_tokens=costs,
-                      menu_tokens=counter(project.encoding), progress=progress,
-                      pricing=SessionPricing(project).of(held_out))
-    scored = refitted(scored, catalog, sessions, schema_tokens=costs)
+    # With the server's model, candidates that search with toolscope's search fuse semantic ranking,
+    # as a policy published with it searches (issue 30): scored with it, applied with it.
+    semantic = semantic_settings()
+    fused = semantic_index(searchable(catalog), semantic, ranker=DEFAULT_RANKER, history=None) if semantic else None
+    semantic = semantic if fused is not None else None
+    scored = evaluate(catalog, candidates(catalog, fit, schema_tokens=costs, semantic=semantic), held_out,
+                      schema_tokens=costs, menu_tokens=counter(project.encoding), progress=progress,
+                      pricing=SessionPricing(project).of(held_out), semantic=fused)
+    scored = refitted(scored, catalog, sessions, schema_tokens=costs, semantic=semantic)
     front = pareto(scored)
     best = recommend(front)
     answer.update(candidates=[asdict(candidate) for candidate in scored], front=[c.name for c in front],
@@ -156,7 +163,7 @@ def _baselines(project: Project, held_out: list[Any]) -> list[dict[str, Any]]:
                               published_name=f"the published policy (v{published.number})" if published else ""):
         catalog, costs = catalog_costs(project=project, search_tool=policy_searches(baseline.document()))
         scored = evaluate(catalog, [baseline], held_out, schema_tokens=costs, menu_tokens=counter(project.encoding),
-                          pricing=pricing)
+                          pricing=pricing, semantic=document_semantic_index(baseline.document(), catalog))
         rows.append(asdict(scored[0]))
     return rows
 
@@ -184,7 +191,7 @@ def policy_draft_apply(*, policy: Policy, selection: dict[str, Any], outputs: di
                        user: AbstractBaseUser | None) -> PolicyAuditEntry | None:
     """Replace the draft's mode, always-on set, groups, context rules, rule window and output
     rules with these, and, for a candidate that searches, its search as it was scored: its top_k
-    and ranker, no learned history, no semantic fusion."""
+    and ranker, no learned history, the semantic fusion when it was scored with it."""
     before = policy_document_build(policy=policy)
     tools = {tool.name: tool for tool in Tool.objects.filter(project=policy.project).order_by("name", "-pk")}
     with transaction.atomic():
@@ -200,14 +207,15 @@ def policy_draft_apply(*, policy: Policy, selection: dict[str, Any], outputs: di
         searches = selection.get("mode") == "tool_search" or SEARCH_TOOL_NAME in selection.get("always_on", [])
         top_k = search.get("top_k") if isinstance(search, dict) else None
         if searches and isinstance(top_k, int) and 1 <= top_k <= 20:
-            # The candidate was scored searching this many, with its ranker and no learned history
-            # or semantic fusion: the draft searches as it was scored.
+            # The candidate was scored searching this many, with its ranker, no learned history, and
+            # the server's semantic fusion when it had it: the draft searches as it was scored.
             policy.search_top_k = top_k
             policy.search_max_top_k = max(policy.search_max_top_k, top_k)
             ranker = search.get("ranker") if isinstance(search, dict) else None
             if isinstance(ranker, str) and ranker in RANKERS:
                 policy.search_ranker = ranker
-            policy.search_learned = policy.search_semantic = False
+            policy.search_learned = False
+            policy.search_semantic = bool(search.get("semantic")) if isinstance(search, dict) else False
             policy.provider_search = bool(search.get("provider_search")) if isinstance(search, dict) else False
         policy.suppress_duplicates = bool(outputs.get("duplicates", {}).get("suppress", True))
         policy.updated_by = user if user is not None and user.is_authenticated else None

@@ -20,6 +20,7 @@ from django.utils import timezone
 from toolscope_agent.engine.recommend import with_search_tool
 from toolscope_agent.engine.render import SEARCH_TOOL, SEARCH_TOOL_NAME
 from toolscope_agent.engine.schemas import schema_hash
+from toolscope_agent.engine.search import ranker_for, searchable
 from toolscope_agent.engine.selection import policy_searches
 from toolscope_agent.engine.simulation import (
     CachePricing,
@@ -29,9 +30,11 @@ from toolscope_agent.engine.simulation import (
     Simulation,
     simulate,
 )
+from toolscope_agent.semantic import HybridIndex
 
 from toolscope.policies.models import Tool
 from toolscope.policies.selectors import tool_catalog
+from toolscope.policies.services.semantic_search import semantic_index
 from toolscope.prices import cache_pricing, model_price
 from toolscope.telemetry.models import AdvertisedSet, ModelPrice, Project, Session, ToolCall, Turn
 from toolscope.tokenizer import counter, schema_tokens
@@ -134,15 +137,31 @@ def simulation_replayer(*, project: Project, document: dict[str, Any],
     """A function replaying sessions under `document`, the catalog and its costs read once (two
     queries), for a caller that replays in chunks. A document that searches (`tool_search` mode, or
     `tool_search` always on) is replayed with toolscope's search tool when the catalog has none of
-    its own, as /policy/resolve and the SDK send it."""
+    its own, as /policy/resolve and the SDK send it. A document whose search fuses semantic
+    ranking is replayed with it when this server has the model it was published with, as
+    `POST /tools/search` answers it (semantic_search.semantic_index), else lexically."""
     catalog, costs = catalog_costs(project=project, search_tool=policy_searches(document))
     count = counter(project.encoding)
     pricing = SessionPricing(project)
+    fused = document_semantic_index(document, catalog, history=history)
 
     def replay(sessions: list[ReplaySession]) -> Simulation:
         return simulate(catalog, document, sessions, schema_tokens=costs, menu_tokens=count, history=history,
-                        pricing=pricing.of(sessions))
+                        pricing=pricing.of(sessions), semantic=fused)
     return replay
+
+
+def document_semantic_index(document: Mapping[str, Any], catalog: list[Mapping[str, Any]], *,
+                            history: dict[str, list[str]] | None = None) -> HybridIndex | None:
+    """The fused search `document`'s tool_search asks for, over `catalog`'s searchable tools, with
+    its ranker and (when it turns it on) `history`; None when it asks for none or this server
+    cannot rank as it was published."""
+    selection = document.get("selection")
+    search = selection.get("tool_search") if isinstance(selection, Mapping) else None
+    if not isinstance(search, Mapping) or not search.get("semantic"):
+        return None
+    return semantic_index(searchable(catalog), search["semantic"], ranker=ranker_for(search),
+                          history=history if search.get("learned") else None)
 
 
 class SessionPricing:

@@ -14,6 +14,7 @@ from tests.admin.builders import make_tool
 from tests.dashboard.builders import recent
 from toolscope.policies.models import SearchHistory, Tool, ToolVersion
 from toolscope.telemetry.models import ToolHourly
+from toolscope.telemetry.services.hourly_deltas import daily_bins_add
 from toolscope.telemetry.services.rollups import hour_floor
 from toolscope.telemetry.sketches import bins_of
 
@@ -21,7 +22,13 @@ HOUR = hour_floor(recent(3))
 
 
 def _hourly(project, tool_name, hour=HOUR, **figures):
-    return ToolHourly.objects.create(project=project, hour=hour, tool_name=tool_name, **figures)
+    """A ToolHourly row, and its durations in its day's ToolDaily bins too, as processing adds
+    them: a range reads a whole day's durations from ToolDaily (selectors.duration_quantiles), so
+    an hour that falls on a whole day of the range (from midnight UTC to 3 a.m.) needs them."""
+    row = ToolHourly.objects.create(project=project, hour=hour, tool_name=tool_name, **figures)
+    if figures.get("duration_bins"):
+        daily_bins_add(project.pk, {(hour.date(), tool_name): figures["duration_bins"]})
+    return row
 
 
 @pytest.fixture

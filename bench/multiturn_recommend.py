@@ -170,19 +170,11 @@ class Validator:
         self.tools = TypeAdapter(list[ChatCompletionFunctionToolParam])
 
     def check(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> None:
-        assert _materialized(self.messages.validate_python(messages)) == messages
+        from tests.sdk_types import materialized  # the SDK's lazy iterables read, as the tests read them
+
+        assert materialized(self.messages.validate_python(messages)) == messages
         if tools is not None:
-            assert _materialized(self.tools.validate_python(tools)) == tools
-
-
-def _materialized(value: Any) -> Any:
-    if isinstance(value, Iterator):  # pydantic_core.ValidatorIterator (the SDK's Iterable[...] fields)
-        return [_materialized(item) for item in value]
-    if isinstance(value, dict):
-        return {key: _materialized(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_materialized(item) for item in value]
-    return value
+            assert materialized(self.tools.validate_python(tools)) == tools
 
 
 # --- The stack -------------------------------------------------------------------------------------

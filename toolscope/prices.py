@@ -28,7 +28,7 @@ from decimal import Decimal
 from typing import Any
 
 from toolscope_agent.engine.cache import rules_for
-from toolscope_agent.engine.simulation import CachePricing
+from toolscope_agent.engine.replay_pricing import CachePricing
 
 COMPONENTS = ("input", "output", "cache_read", "cache_write", "cache_write_1h")
 _LIBRARY_FIELDS = {"input": "input_mtok", "output": "output_mtok", "cache_read": "cache_read_mtok",
@@ -135,7 +135,7 @@ def _snapshot() -> Any:
 
 
 def cache_pricing(price: Price | None, *, provider: str = "", model: str = "") -> CachePricing | None:
-    """`price` as the engine's replay bills requests (engine.simulation.CachePricing: floats per
+    """`price` as the engine's replay bills requests (engine.replay_pricing.CachePricing: floats per
     million, the provider's caching rules, `Price.rates`); None without an input price."""
     rates = price.rates() if price is not None else None
     if price is None or rates is None:

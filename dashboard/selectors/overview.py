@@ -12,6 +12,7 @@ from django.db.models import Max, Q, Sum
 from dashboard.selectors.common import COMPONENTS, UNATTRIBUTED, bucket_sums, ratio, zero_filled
 from toolscope.telemetry.models import ProjectHourly, ToolHourly
 from toolscope.telemetry.selectors import duration_quantiles
+from toolscope.telemetry.services.costs import NANOS
 
 # (key, label, kind, better): a ProjectHourly sum or a ratio of two; better is "up", "down" or "".
 # A share's label names its denominator.
@@ -37,7 +38,6 @@ KPI_SUMS = ("sessions", "turns", "tool_calls", "errors", "provider_input_tokens"
             "reported_schema_tokens", "reported_estimated_tokens", "priced_turns", "cost_nanos", "schema_cost_nanos",
             "cache_breaks")
 MONTH = timedelta(days=30)
-NANOS = Decimal(1_000_000_000)
 
 
 @dataclass(frozen=True)

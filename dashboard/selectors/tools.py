@@ -13,9 +13,10 @@ from django.db.models import OuterRef, Subquery, Sum
 from django.db.models.fields.json import KeyTransform
 
 from dashboard.selectors.common import bucket_sums, zero_filled
-from dashboard.selectors.overview import NANOS, tool_usage
+from dashboard.selectors.overview import tool_usage
 from toolscope.policies.models import SearchHistory, Tool, ToolVersion
 from toolscope.telemetry.models import ProjectHourly, ToolCall, ToolCallStatus, ToolHourly
+from toolscope.telemetry.services.costs import NANOS
 
 
 def catalog_rows(*, project_id: int) -> list[dict[str, Any]]:

@@ -268,7 +268,7 @@ def test_priced_sessions_are_ranked_on_dollars_and_the_providers_deferral_keeps_
     same; in dollars the provider's keeps the tool list at the head of the prompt put (what its
     search loads joins the conversation), so every request reads the one before, and it wins."""
     from toolscope_agent.engine.cache import rules_for
-    from toolscope_agent.engine.simulation import CachePricing
+    from toolscope_agent.engine.replay_pricing import CachePricing
 
     sonnet = CachePricing(rules_for("anthropic", "claude-sonnet-4-5"), input=3, cache_read=0.3, cache_write=3.75,
                           cache_write_1h=6)

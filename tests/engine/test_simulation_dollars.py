@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import pytest
 from toolscope_agent.engine.cache import rules_for
-from toolscope_agent.engine.simulation import CachePricing, RecordedTurn, ReplaySession, simulate
+from toolscope_agent.engine.replay_pricing import CachePricing
+from toolscope_agent.engine.simulation import RecordedTurn, ReplaySession, simulate
 
 NAMES = [f"tool_{n}" for n in range(10)]
 CATALOG = [{"name": name, "description": f"Does {name}."} for name in NAMES]

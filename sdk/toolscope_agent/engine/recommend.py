@@ -96,10 +96,10 @@ from toolscope_agent.engine.learning import (
     word_associations,
 )
 from toolscope_agent.engine.render import SEARCH_TOOL, SEARCH_TOOL_NAME
+from toolscope_agent.engine.replay_pricing import CachePricing
 from toolscope_agent.engine.selection import APPEND_ONLY, FIXED, PER_REQUEST
 from toolscope_agent.engine.simulation import (
     HARD,
-    CachePricing,
     ReplaySession,
     SemanticSearch,
     Simulation,

@@ -41,9 +41,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from toolscope_agent.engine.cache import FIVE_MINUTES, Block, CacheUse, Conversation, Request, Rules, predict
 from toolscope_agent.engine.compaction import rule_for, rules_from_policy
 from toolscope_agent.engine.render import SEARCH_TOOL_NAME
+from toolscope_agent.engine.replay_pricing import CachePricing, PricedRequest, session_dollars
 from toolscope_agent.engine.search import DEFAULT_TOP_K, MAX_TOP_K, SearchHit, clamp_top_k, ranker_for, search_tools
 from toolscope_agent.engine.selection import (
     PER_REQUEST,
@@ -107,24 +107,6 @@ class ReplaySession:
     key: str
     turns: Sequence[RecordedTurn]
     model: str = ""  # what `simulate`'s `pricing` is looked up by
-
-
-@dataclass(frozen=True)
-class CachePricing:
-    """How requests are billed in dollars: the provider's caching (engine/cache.Rules), the TTL
-    its agents write with, and its prices per million tokens of uncached input, cache reads,
-    5-minute and 1-hour cache writes."""
-
-    rules: Rules
-    input: float
-    cache_read: float
-    cache_write: float
-    cache_write_1h: float
-    ttl: float = FIVE_MINUTES
-
-    def dollars(self, use: CacheUse) -> float:
-        return (use.uncached * self.input + use.read * self.cache_read + use.write * self.cache_write
-                + use.write_1h * self.cache_write_1h) / 1_000_000
 
 
 @dataclass(frozen=True)
@@ -336,7 +318,7 @@ class _Replay:
         state = SessionState()
         message = ""
         pricing = self.pricing.get(session.model)
-        priced: list[tuple[float, str, int, str, int, int, int, int]] = []
+        priced: list[PricedRequest] = []
         inside: set[str] = set()  # natively deferred tools loaded into the conversation so far
         loaded_tokens = 0
         for index, turn in enumerate(session.turns):
@@ -385,9 +367,9 @@ class _Replay:
                             inside.add(name)
                             loaded_tokens += self.costs.get(name, 0)
                 # A request whose time is not known is taken as sent right after the one before.
-                sent_at = turn.at if turn.at is not None else (priced[-1][0] if priced else 0.0)
-                priced.append((sent_at, self._list_key(turn.advertised), advertised,
-                               "\x1f".join(head), head_cost, rest, rest + loaded_tokens, recovered))
+                sent_at = turn.at if turn.at is not None else (priced[-1].at if priced else 0.0)
+                priced.append(PricedRequest(sent_at, self._list_key(turn.advertised), advertised,
+                                            "\x1f".join(head), head_cost, rest, rest + loaded_tokens, recovered))
         if pricing is not None:
             self._price(priced, pricing, result)
 
@@ -399,34 +381,14 @@ class _Replay:
             self.lists[id(names)] = found
         return found[1]
 
-    def _price(self, rows: Sequence[tuple[float, str, int, str, int, int, int, int]], pricing: CachePricing,
-               result: Simulation) -> None:
-        """The session's requests in dollars under `pricing`'s cache, as recorded and under the
-        policy: the tool list heads the prompt (engine/cache.Conversation: the conversation after
-        it, the recorded input less the tools advertised), and a recoverable miss's round trip
-        is the turn's request again (what it re-sends is in the cache by then)."""
-        recorded, policy = Conversation(ttl=pricing.ttl, head_ttl=pricing.ttl), Conversation(
-            ttl=pricing.ttl, head_ttl=pricing.ttl)
-        as_recorded, under_policy = [], []
-        recorded_breaks = policy_breaks = 0
-        before: tuple[str, str] | None = None
-        for at, advertised_key, advertised, sent_key, sent, rest, policy_rest, trips in rows:
-            # The conversation as recorded, and under the policy: with what a native search
-            # loaded into it (`policy_rest`), which the recorded one never had.
-            as_recorded.append(recorded.request(at, (Block("t" + advertised_key, advertised),), rest))
-            request = policy.request(at, (Block("t" + sent_key, sent),), policy_rest)
-            under_policy.append(request)
-            under_policy.extend(Request(at, request.blocks, request.marks, shared=len(request.blocks))
-                                for _ in range(trips))
-            if before is not None:
-                recorded_breaks += advertised_key != before[0]
-                policy_breaks += sent_key != before[1]
-            before = (advertised_key, sent_key)
-        result.recorded_dollars += sum(map(pricing.dollars, predict(as_recorded, pricing.rules)))
-        result.policy_dollars += sum(map(pricing.dollars, predict(under_policy, pricing.rules)))
+    @staticmethod
+    def _price(rows: Sequence[PricedRequest], pricing: CachePricing, result: Simulation) -> None:
+        dollars = session_dollars(rows, pricing)
+        result.recorded_dollars += dollars.recorded
+        result.policy_dollars += dollars.policy
         result.priced_sessions += 1
-        result.recorded_cache_breaks += recorded_breaks
-        result.cache_breaks += policy_breaks
+        result.recorded_cache_breaks += dollars.recorded_breaks
+        result.cache_breaks += dollars.policy_breaks
 
     def _selected(self, state: SessionState, message: str) -> tuple[Mapping[str, str], frozenset[Any], int]:
         """What the policy sends for this state and message (names with reasons), the deferred

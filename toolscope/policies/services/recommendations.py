@@ -133,39 +133,44 @@ def policy_recommendations(*, project: Project, days: int = 14, limit: int = 200
                               "candidates": [], "front": [], "recommended": None}
     if len(sessions) < MIN_SESSIONS:
         return answer
-    catalog, costs = catalog_costs(project=project)
-    if len(catalog) >= LARGE_CATALOG:  # a tool_search policy is a candidate: the agent gets toolscope's
-        catalog, costs = catalog_search_tool_added(project=project, catalog=catalog, costs=costs)
+    # The catalog as sent, and as a policy that searches sends it (with toolscope's search tool
+    # when it has none): a large one's candidates include tool_search policies.
+    plain = catalog_costs(project=project)
+    searching = catalog_search_tool_added(project=project, catalog=plain[0], costs=plain[1])
+    catalog, costs = searching if len(plain[0]) >= LARGE_CATALOG else plain
+    pricing, count = SessionPricing(project).of(held_out), counter(project.encoding)
     # With the server's model, candidates that search with toolscope's search fuse semantic ranking,
     # as a policy published with it searches (issue 30): scored with it, applied with it.
     semantic = semantic_settings()
     fused = semantic_index(searchable(catalog), semantic, ranker=DEFAULT_RANKER, history=None) if semantic else None
     semantic = semantic if fused is not None else None
     scored = evaluate(catalog, candidates(catalog, fit, schema_tokens=costs, semantic=semantic), held_out,
-                      schema_tokens=costs, menu_tokens=counter(project.encoding), progress=progress,
-                      pricing=SessionPricing(project).of(held_out), semantic=fused)
+                      schema_tokens=costs, menu_tokens=count, progress=progress, pricing=pricing, semantic=fused)
     scored = refitted(scored, catalog, sessions, schema_tokens=costs, semantic=semantic)
     front = pareto(scored)
     best = recommend(front)
     answer.update(candidates=[asdict(candidate) for candidate in scored], front=[c.name for c in front],
-                  recommended=best.name if best else None, baselines=_baselines(project, held_out))
+                  recommended=best.name if best else None,
+                  baselines=[asdict(row) for row in _baselines(project, held_out, plain=plain, searching=searching,
+                                                               pricing=pricing, count=count)])
     return answer
 
 
-def _baselines(project: Project, held_out: list[Any]) -> list[dict[str, Any]]:
+def _baselines(project: Project, held_out: list[Any], *, plain: tuple[list[Any], dict[str, int]],
+               searching: tuple[list[Any], dict[str, int]], pricing: Any, count: Callable[[str], int],
+               ) -> list[Any]:
     """Sending every tool, the published policy and the provider's deferred loading of the whole
-    catalog, scored on the same held-out sessions as the candidates (engine.recommend.baselines),
-    each over the catalog it is sent with (a searching one with toolscope's search tool)."""
+    catalog, scored on the same held-out sessions and prices as the candidates
+    (engine.recommend.baselines), each over the catalog it is sent with: `searching` (with
+    toolscope's search tool) for one that searches, else `plain`."""
     published = policy_label_version(project_id=project.pk, name=PRODUCTION_LABEL)
-    pricing = SessionPricing(project).of(held_out)
-    rows = []
+    scored = []
     for baseline in baselines(published.document if published is not None else None,
                               published_name=f"the published policy (v{published.number})" if published else ""):
-        catalog, costs = catalog_costs(project=project, search_tool=policy_searches(baseline.document()))
-        scored = evaluate(catalog, [baseline], held_out, schema_tokens=costs, menu_tokens=counter(project.encoding),
-                          pricing=pricing, semantic=document_semantic_index(baseline.document(), catalog))
-        rows.append(asdict(scored[0]))
-    return rows
+        catalog, costs = searching if policy_searches(baseline.document()) else plain
+        scored += evaluate(catalog, [baseline], held_out, schema_tokens=costs, menu_tokens=count, pricing=pricing,
+                           semantic=document_semantic_index(baseline.document(), catalog))
+    return scored
 
 
 def recommendation_candidates(run: Recommendation) -> list[dict[str, Any]]:

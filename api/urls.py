@@ -7,7 +7,7 @@ from api.views.otlp import OtlpLogsView, OtlpTracesView
 from api.views.policy import PolicyView
 from api.views.read import BatchView, OverviewView, SessionsView, SessionView, ToolStatsView
 from api.views.recommendations import RecommendationApplyView, RecommendationsView, RecommendationView
-from api.views.resolve import ResolveView, ToolSearchView
+from api.views.resolve import ResolveView, ToolEmbeddingsView, ToolSearchView
 from api.views.simulations import SimulationsView, SimulationView
 from api.views.tools import ToolsView
 
@@ -20,6 +20,7 @@ urlpatterns = [
     path("policy", PolicyView.as_view(), name="policy"),
     path("policy/resolve", ResolveView.as_view(), name="policy-resolve"),
     path("tools/search", ToolSearchView.as_view(), name="tools-search"),
+    path("tools/embeddings", ToolEmbeddingsView.as_view(), name="tools-embeddings"),
     path("artifacts/<str:artifact_id>", ArtifactView.as_view(), name="artifact"),
     path("otlp/v1/traces", OtlpTracesView.as_view(), name="otlp-traces"),
     path("otlp/v1/logs", OtlpLogsView.as_view(), name="otlp-logs"),

@@ -33,7 +33,7 @@ HERE = Path(__file__).parent / "mcp_catalogs"
 SERVERS = ("git", "time", "fetch", "filesystem", "memory", "everything", "github")
 
 
-def load() -> tuple[list[dict], list[dict]]:
+def load(queries_file: str = "queries.json") -> tuple[list[dict], list[dict]]:
     tools = [(server, tool) for server in SERVERS
              for tool in json.loads((HERE / f"{server}.json").read_text())["tools"]]
     counts: dict[str, int] = {}
@@ -44,7 +44,7 @@ def load() -> tuple[list[dict], list[dict]]:
     catalog = [{"name": names[f"{server}/{tool['name']}"], "description": tool.get("description", ""),
                 "input_schema": tool.get("inputSchema", {})} for server, tool in tools]
     queries = [{**query, "targets": [names[target] for target in query["targets"]]}
-               for query in json.loads((HERE / "queries.json").read_text())]
+               for query in json.loads((HERE / queries_file).read_text())]
     return catalog, queries
 
 
@@ -67,8 +67,14 @@ def measure(search, queries: list[dict]) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rankers", default="toolscope,toolscope+history,toolscope-legacy,bm25s,ratel-ai")
+    parser.add_argument("--queries", default="queries.json",
+                        help="queries.json (153, the team's, split a/b) or queries_people.json (508, held out: "
+                             "written independently, by people's phrasing, per style; never tuned on)")
     args = parser.parse_args()
-    catalog, queries = load()
+    catalog, queries = load(args.queries)
+    if not any("split" in query for query in queries):
+        people(catalog, queries, args.rankers.split(","))
+        return
     split_a = [q for q in queries if q["split"] == "a"]
     split_b = [q for q in queries if q["split"] == "b"]
     sessions = [RecordedSession(task_message=q["query"], calls=[(t, {}) for t in q["targets"]]) for q in split_a]
@@ -84,6 +90,25 @@ def main() -> None:
             m = measure(search, subset)
             print(f"| {name} | {label} | {m['R@1']:.1%} | {m['any@1']:.1%} | {m['R@5']:.1%} | {m['MRR']:.3f} "
                   f"| {m['p50 µs']:.0f} |")
+
+
+def people(catalog: list[dict], queries: list[dict], rankers: list[str]) -> None:
+    """The held-out set: every ranker on all queries, then R@5 per style; and whether any query
+    was answered with nothing."""
+    styles = sorted({query["style"] for query in queries})
+    print(f"{len(catalog)} tools, {len(queries)} queries ({', '.join(styles)})\n")
+    print("| ranker | R@1 | any@1 | R@5 | MRR@20 | p50 µs | empty answers | " + " | ".join(styles) + " |")
+    print("| --- " * (7 + len(styles)) + "|")
+    for name in rankers:
+        rank = RANKERS[name]
+        if rank.uses_history:
+            continue  # no recorded sessions here to learn from
+        search = rank.build(catalog, None)
+        m = measure(search, queries)
+        empty = sum(1 for query in queries if not search(query["query"], 20))
+        per_style = [measure(search, [q for q in queries if q["style"] == style])["R@5"] for style in styles]
+        print(f"| {name} | {m['R@1']:.1%} | {m['any@1']:.1%} | {m['R@5']:.1%} | {m['MRR']:.3f} | {m['p50 µs']:.0f} "
+              f"| {empty} | " + " | ".join(f"{value:.1%}" for value in per_style) + " |")
 
 
 if __name__ == "__main__":

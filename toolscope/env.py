@@ -35,6 +35,21 @@ def env_dir(name: str) -> str | None:
     return value
 
 
+def env_dir_or_off(name: str, default: str | None) -> str | None:
+    """A directory that must exist when set, None when set to "off" (or false/0/no/none), `default`
+    when unset."""
+    value = _raw(name)
+    if value is None:
+        return default
+    return None if env_off(name) else env_dir(name)
+
+
+def env_off(name: str) -> bool:
+    """Whether the variable is set to "off" (or false/0/no/none)."""
+    value = _raw(name)
+    return value is not None and value.lower() in (*_FALSE, "off", "none")
+
+
 def env_bool(name: str, default: bool) -> bool:
     value = _raw(name)
     if value is None:

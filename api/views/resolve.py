@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from drf_spectacular.utils import OpenApiExample, extend_schema
+import hashlib
+import json
+
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema
 from rest_framework import exceptions, serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -15,6 +18,7 @@ from toolscope.policies.services.resolve import (
     MAX_QUERY_LENGTH,
     PolicyNotPublished,
     policy_resolve,
+    tools_embeddings,
     tools_search,
 )
 
@@ -88,6 +92,9 @@ class SearchHitOutput(serializers.Serializer):
     score = serializers.FloatField()
     summary = serializers.CharField()
     parameters = serializers.CharField(help_text="e.g. {path: string, offset?: integer}")
+    matched = serializers.BooleanField(
+        help_text="Whether the query matched this tool. A search always answers `top_k` tools (or the whole "
+                  "catalog): tools the query did not match fill the rest, nearest by spelling, last.")
 
 
 class SearchOutput(serializers.Serializer):
@@ -95,6 +102,8 @@ class SearchOutput(serializers.Serializer):
         help_text="What ranked: the version's ranker (`bm25f-2`, `fuzzy-1`), plus `+semantic` when its "
                   "semantic fusion ran (a version published with semantic search on, and this server has "
                   "the model it was published with).")
+    confident = serializers.BooleanField(
+        help_text="False when no result matched the query: the answer is the catalog's nearest tools, not a find.")
     results = SearchHitOutput(many=True)
 
 
@@ -128,7 +137,8 @@ class ToolSearchView(APIView):
         summary="Search the catalog",
         description="What a `tool_search` meta-tool answers: tools ranked as the label's version "
         "ranks them (BM25F over name, description and parameters, plus the project's learned history "
-        "when the version turns it on; docs/policy.md), each with a one-line parameter summary.",
+        "when the version turns it on; docs/policy.md), each with a one-line parameter summary. Never empty "
+        "while the catalog has tools: `confident` says whether any result matched.",
         request=SearchInput, responses={200: SearchOutput, **READ_ERRORS},
         examples=[OpenApiExample("Git tools", request_only=True, value={"query": "git diff", "top_k": 5})],
     )
@@ -136,6 +146,41 @@ class ToolSearchView(APIView):
         data = _valid(SearchInput, request)
         return Response(tools_search(project=request.auth.project, query=data["query"], top_k=data["top_k"],
                                      label=data["label"]))
+
+
+class EmbeddingsOutput(serializers.Serializer):
+    model = serializers.CharField(
+        allow_null=True, help_text="`<directory>@<12 hex of its weights' SHA-256>`; null when the label's version "
+        "does not rank by meaning with this server's model (then `vectors` is empty).")
+    dimension = serializers.IntegerField()
+    vectors = serializers.DictField(
+        child=serializers.CharField(),
+        help_text="SHA-256 (hex) of each embedded tool text (name words, description, parameter names: "
+                  "toolscope_agent.semantic.tool_text) -> its unit vector, base64 of little-endian float32.")
+
+
+class ToolEmbeddingsView(APIView):
+    required_scope = "policy:read"
+
+    @extend_schema(
+        summary="The catalog's tool embeddings",
+        description="For an agent that ranks tool_search by meaning itself with a local copy of the model "
+        "(the SDK's `ToolSelector(semantic=...)`): the stored embedding of each catalog definition, computed "
+        "once by a worker, so the agent embeds only its queries. Served with an ETag; `If-None-Match` "
+        "answers 304 while the catalog and model are unchanged.",
+        parameters=[OpenApiParameter("label", str, description="The label whose version's model to serve "
+                                     "(default production).")],
+        responses={200: EmbeddingsOutput, 304: None, **READ_ERRORS},
+    )
+    def get(self, request: Request) -> Response:
+        label = request.query_params.get("label", "production")
+        if not isinstance(label, str) or not label or len(label) > 64:
+            raise exceptions.ValidationError({"label": ["A label name of 1 to 64 characters."]})
+        body = tools_embeddings(project=request.auth.project, label=label)
+        etag = '"' + hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:32] + '"'
+        if etag in request.headers.get("If-None-Match", ""):
+            return Response(status=304, headers={"ETag": etag})
+        return Response(body, headers={"ETag": etag})
 
 
 def _valid(serializer_class: type[serializers.Serializer], request: Request) -> dict:

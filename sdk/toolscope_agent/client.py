@@ -31,6 +31,7 @@ R = TypeVar("R")
 INGEST_PATH = "/api/v1/ingest"
 TRANSCRIPTS_PATH = "/api/v1/transcripts"
 TOOLS_PATH = "/api/v1/tools"
+EMBEDDINGS_PATH = "/api/v1/tools/embeddings"
 SEARCH_PATH = "/api/v1/tools/search"
 ARTIFACTS_PATH = "/api/v1/artifacts"
 SESSIONS_PATH = "/api/v1/sessions"
@@ -306,6 +307,13 @@ class Client:
         if isinstance(data, dict) and isinstance(data.get("results"), list):
             return data
         raise self._error("POST", SEARCH_PATH, outcome)
+
+    def tool_embeddings(self, *, label: str = "production") -> dict[str, Any]:
+        """GET `/api/v1/tools/embeddings`: the stored embedding of each catalog definition for
+        `label`'s version (needs `policy:read`), as `{"model", "dimension", "vectors": {text
+        SHA-256: base64 float32}}`; "model" is None when the version does not rank by meaning
+        with the server's model. Raises ToolscopeError when the server does not answer."""
+        return self._request("GET", f"{EMBEDDINGS_PATH}?{urlencode({'label': label})}")
 
     # -- reading (the `read` scope) --------------------------------------------------------------
 

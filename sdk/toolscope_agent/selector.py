@@ -21,7 +21,7 @@ from __future__ import annotations
 import copy
 import logging
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from toolscope_agent.artifacts import ArtifactStore
 from toolscope_agent.client import Client
@@ -39,12 +39,16 @@ from toolscope_agent.engine.search import (
     ranker_for,
     search_hits,
     search_tools,
+    searchable,
 )
 from toolscope_agent.engine.selection import Selection, SessionState, search_tool_added, select_tools
 from toolscope_agent.engine.tokens import TokenCounter
 from toolscope_agent.errors import ToolscopeError
 from toolscope_agent.policy import PolicyCache
 from toolscope_agent.tokenizers import DEFAULT_ENCODING, exact_counter
+
+if TYPE_CHECKING:  # numpy and tokenizers are optional: imported only when a model is given
+    from toolscope_agent.semantic import HybridIndex
 
 SEARCH_TOOL = "tool_search"
 logger = logging.getLogger("toolscope_agent")
@@ -60,12 +64,17 @@ class ToolSelector:
         counter: TokenCounter | None = None,
         client: Client | None = None,
         artifacts: ArtifactStore | None = None,
+        semantic: Any = None,
     ) -> None:
         """`tools` in any common shape (OpenAI, Anthropic, MCP, toolscope's). `counter` counts
         tokens for compaction budgets; by default the policy encoding's exact BPE (see
         `tokenizer`). `client` lets `retrieve_tool_output` ask the server for originals this
         selector does not hold (its key needs `policy:read`). `artifacts` keeps the originals
-        this selector compacted: its own 16 MiB store unless one is shared."""
+        this selector compacted: its own 16 MiB store unless one is shared. `semantic`, a
+        `toolscope_agent.semantic.SemanticRanker` (the model installed locally), ranks a policy's
+        semantic search here instead of asking the server, when the policy was published with
+        the same model; with a `client`, the catalog's embeddings come from the server (computed
+        once there), so a search embeds only its query."""
         self.replace_tools(tools)
         self._policy = policy
         self.state = state if state is not None else SessionState()
@@ -74,6 +83,9 @@ class ToolSelector:
         self.artifacts = artifacts if artifacts is not None else ArtifactStore()
         self.duplicates = DuplicateTracker()
         self._turn = 0
+        self.semantic = semantic
+        self._semantic_identity: str | None = None
+        self._hybrid: tuple[Any, HybridIndex] | None = None
 
     def replace_tools(self, tools: Iterable[Mapping[str, Any]]) -> None:
         """Use `tools` as the catalog from now on (a server's list changed); the session's state
@@ -136,13 +148,47 @@ class ToolSelector:
         settings = settings if isinstance(settings, Mapping) else {}
         max_top_k = clamp_top_k(settings.get("max_top_k", MAX_TOP_K), MAX_TOP_K)
         wanted = clamp_top_k(top_k if top_k is not None else settings.get("top_k", DEFAULT_TOP_K), max_top_k)
-        if isinstance(settings.get("semantic"), Mapping) and self.client is not None and query.strip():
-            hits = self._server_search(query, wanted, max_top_k)
-            if hits is not None:
-                return hits
         history = self._section("search_history").get("tools") if settings.get("learned") else None
+        history = history if isinstance(history, Mapping) else None
+        semantic = settings.get("semantic")
+        if isinstance(semantic, Mapping) and query.strip():
+            if self.semantic is not None and semantic.get("model") == self._local_identity():
+                return self._local_semantic(semantic, settings, history).search(query, wanted, max_top_k=max_top_k)
+            if self.client is not None:
+                hits = self._server_search(query, wanted, max_top_k)
+                if hits is not None:
+                    return hits
         return search_tools(self.catalog, query, wanted, max_top_k=max_top_k, ranker=ranker_for(settings),
-                            history=history if isinstance(history, Mapping) else None)
+                            history=history)
+
+    def _local_identity(self) -> str:
+        if self._semantic_identity is None:
+            from toolscope_agent.semantic import model_identity
+
+            self._semantic_identity = model_identity(self.semantic.path)
+        return self._semantic_identity
+
+    def _local_semantic(self, semantic: Mapping[str, Any], settings: Mapping[str, Any],
+                        history: Mapping[str, Any] | None) -> HybridIndex:
+        """The fused index the server would rank with (same model, fusion and alpha), here: the
+        catalog's vectors from the server when a client is given, the query embedded locally."""
+        from toolscope_agent.semantic import CONVEX_ALPHA, DEFAULT_FUSION, HybridIndex, ServedVectors
+
+        if self.semantic.store is None and self.client is not None:
+            label = self.policy.get("label")
+            self.semantic.store = ServedVectors(self.client, label if isinstance(label, str) else "production")
+        catalog = searchable(self.catalog)
+        key = (tuple((tool["name"], tool.get("description")) for tool in catalog), ranker_for(settings),
+               id(history), semantic.get("fusion"), semantic.get("alpha"))
+        cached = self._hybrid
+        if cached is None or cached[0] != key:
+            fusion = semantic.get("fusion", DEFAULT_FUSION)
+            alpha = semantic.get("alpha", CONVEX_ALPHA)
+            index = HybridIndex(catalog, self.semantic, ranker=ranker_for(settings), history=history,
+                                method=fusion if fusion in ("convex", "rrf") else DEFAULT_FUSION,
+                                alpha=alpha if isinstance(alpha, (int, float)) and 0 <= alpha <= 1 else CONVEX_ALPHA)
+            self._hybrid = cached = (key, index)
+        return cached[1]
 
     def _server_search(self, query: str, wanted: int, max_top_k: int) -> list[SearchHit] | None:
         """The server's ranking of this catalog's tools, or None when it could not be had."""
@@ -154,10 +200,10 @@ class ToolSelector:
             logger.warning("toolscope search unavailable (%s); ranking locally", exc.message)
             return None
         positions = {tool["name"]: position for position, tool in enumerate(self.catalog)}
-        ranked = [(float(hit["score"]), positions[hit["name"]]) for hit in answer["results"]
-                  if isinstance(hit, Mapping) and hit.get("name") in positions
-                  and isinstance(hit.get("score"), (int, float))]
-        return search_hits(self.catalog, ranked[:wanted])
+        usable = [hit for hit in answer["results"] if isinstance(hit, Mapping) and hit.get("name") in positions
+                  and isinstance(hit.get("score"), (int, float))][:wanted]
+        ranked = [(float(hit["score"]), positions[hit["name"]]) for hit in usable]
+        return search_hits(self.catalog, ranked, {positions[hit["name"]] for hit in usable if hit.get("matched", True)})
 
     # -- after the model answered -----------------------------------------------------------
 

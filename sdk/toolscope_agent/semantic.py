@@ -27,14 +27,16 @@ rankings.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import logging
 import math
 import re
 import struct
 import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from toolscope_agent.engine.bytecache import ByteDict
 from toolscope_agent.engine.search import (
@@ -47,6 +49,8 @@ from toolscope_agent.engine.search import (
     search_index,
 )
 
+logger = logging.getLogger("toolscope_agent")
+
 # The fusion picked on bench/search_recall.py (BFCL) and checked on bench/search_mcp.py (real MCP
 # catalogs): the convex combination at alpha 0.5 (untuned midpoint) beat RRF on BFCL single- and
 # multi-target recall (RRF fell below the lexical ranking alone on multi-target requests); RRF
@@ -57,6 +61,11 @@ RRF_K = 60
 LEXICAL_WEIGHT = 1.0
 SEMANTIC_WEIGHT = 1.0
 FUSION_DEPTH = 100  # how deep each list goes into the fusion
+# A tool no word of the query matched counts as found by meaning from this cosine up. It decides
+# only whether an answer says it is unsure (engine.search.answer_text), never the order. On
+# bench/search_mcp.py's 153 queries (all-MiniLM-L6-v2), 90% of the tools a query does not want lie
+# below 0.256, and half of those it wants above 0.40 (a quarter below 0.22: short paraphrases).
+SEMANTIC_MATCH = 0.25
 _TEXT_CACHE_BYTES = 64 * 1024 * 1024  # texts and their vectors (engine/bytecache.py)
 _BATCH = 32
 
@@ -290,6 +299,81 @@ class _Encoder:
 # ---------------------------------------------------------------------------------------------
 
 
+class VectorStore(Protocol):
+    """Where a SemanticRanker keeps tool embeddings beyond its process (the server: a table keyed
+    by the model and the text's SHA-256, `text_key`)."""
+
+    def load(self, texts: Sequence[str]) -> Mapping[str, Any]:
+        """The stored unit vectors of those texts it has (float32 arrays), by text."""
+        ...
+
+    def save(self, vectors: Mapping[str, Any]) -> None:
+        """Keep these vectors, by text (a text already kept keeps its vector)."""
+        ...
+
+
+def text_key(text: str) -> str:
+    """The SHA-256 (hex) of a text's UTF-8: what a stored embedding is keyed by, with its model."""
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def vector_bytes(vector: Any) -> bytes:
+    """A vector as stored and served: little-endian float32."""
+    import numpy as np
+
+    return np.asarray(vector, dtype="<f4").tobytes()
+
+
+def vector_from_bytes(data: bytes) -> Any:
+    import numpy as np
+
+    return np.frombuffer(data, dtype="<f4").astype(np.float32)
+
+
+def model_identity(model_path: str | Path) -> str:
+    """`<directory>@<12 hex of its weights' SHA-256>`: how a published policy names the model it
+    ranks with, so an agent and the server rank alike only with the same weights."""
+    path = Path(model_path).expanduser().resolve()
+    key = str(path)
+    if key not in _IDENTITIES:
+        digest = hashlib.sha256()
+        with open(path / "model.safetensors", "rb") as weights:
+            for block in iter(lambda: weights.read(1 << 20), b""):
+                digest.update(block)
+        _IDENTITIES[key] = f"{path.name}@{digest.hexdigest()[:12]}"
+    return _IDENTITIES[key]
+
+
+_IDENTITIES: dict[str, str] = {}
+
+
+class ServedVectors:
+    """A VectorStore over the server's stored embeddings (GET /api/v1/tools/embeddings), for an
+    agent ranking by meaning itself: fetched once per label, then read from memory; a text the
+    server has no vector for is embedded locally (and kept in the ranker's memory only)."""
+
+    def __init__(self, client: Any, label: str = "production") -> None:
+        self.client, self.label = client, label
+        self._vectors: dict[str, Any] | None = None
+
+    def load(self, texts: Sequence[str]) -> Mapping[str, Any]:
+        if self._vectors is None:
+            import base64
+
+            try:
+                served = self.client.tool_embeddings(label=self.label)
+            except Exception as exc:  # the server down or old: the agent embeds its catalog itself
+                logger.warning("toolscope embeddings unavailable (%s); embedding the catalog locally", exc)
+                served = {}
+            vectors = served.get("vectors") if isinstance(served, Mapping) else None
+            self._vectors = {digest: vector_from_bytes(base64.b64decode(data))
+                             for digest, data in (vectors or {}).items() if isinstance(data, str)}
+        return {text: vector for text in texts if (vector := self._vectors.get(text_key(text))) is not None}
+
+    def save(self, vectors: Mapping[str, Any]) -> None:
+        """Nothing: an agent never writes the server's embeddings."""
+
+
 class SemanticRanker:
     """A sentence-embedding model loaded from `model_path`, a local directory (see the module
     docstring); raises SemanticModelError when it is missing or incomplete. Never downloads.
@@ -297,7 +381,7 @@ class SemanticRanker:
     Thread-safe for searching; the encoder itself holds no per-call state.
     """
 
-    def __init__(self, model_path: str | Path) -> None:
+    def __init__(self, model_path: str | Path, *, store: VectorStore | None = None) -> None:
         path = Path(model_path).expanduser()
         if not path.is_dir():
             raise SemanticModelError(f"semantic model directory {str(path)!r} does not exist (it is never downloaded: "
@@ -307,6 +391,7 @@ class SemanticRanker:
         if missing:
             raise SemanticModelError(f"semantic model directory {str(path)!r} has no {', '.join(missing)}")
         self.path = path
+        self.store = store
         self._encoder = _Encoder(path)
         self._vectors: ByteDict[str, Any] = ByteDict(_TEXT_CACHE_BYTES)
         self._lock = threading.Lock()
@@ -315,23 +400,41 @@ class SemanticRanker:
         """Unit-length float32 embeddings, one row per text."""
         return self._encoder.encode(texts)
 
+    @property
+    def dimension(self) -> int:
+        return int(self._encoder.dimension)
+
     def tool_embeddings(self, texts: Sequence[str]) -> Any:
         """Embeddings of tool texts, one row per text. Each distinct text is embedded once and kept
         (up to _TEXT_CACHE_BYTES of texts and vectors, then the cache starts over), so a catalog
-        that gains, loses or reorders tools only embeds its new texts."""
+        that gains, loses or reorders tools only embeds its new texts. With a `store`, texts this
+        process has not seen are looked up there first, and what had to be embedded is saved to
+        it: a catalog embedded once (by a worker, or by another process) is only read."""
         import numpy as np
 
         with self._lock:
             known = {text: vector for text in texts if (vector := self._vectors.get(text)) is not None}
         missing = [text for text in dict.fromkeys(texts) if text not in known]
+        if missing and self.store is not None:
+            stored = self.store.load(missing)
+            found = {text: vector for text in missing if (vector := stored.get(text)) is not None
+                     and getattr(vector, "shape", None) == (self.dimension,)}
+            self._keep(found)
+            known.update(found)
+            missing = [text for text in missing if text not in found]
         if missing:
-            fresh = self.embed(missing)
-            known.update(zip(missing, fresh, strict=True))
-            for text, vector in zip(missing, fresh, strict=True):
-                self._vectors.add(text, vector, 2 * len(text) + vector.nbytes + 200)
+            fresh = dict(zip(missing, self.embed(missing), strict=True))
+            self._keep(fresh)
+            known.update(fresh)
+            if self.store is not None:
+                self.store.save(fresh)
         if not texts:
             return np.zeros((0, self._encoder.dimension), dtype=np.float32)
         return np.stack([known[text] for text in texts])
+
+    def _keep(self, vectors: Mapping[str, Any]) -> None:
+        for text, vector in vectors.items():
+            self._vectors.add(text, vector, 2 * len(text) + vector.nbytes + 200)
 
     def index(self, catalog: Sequence[Mapping[str, Any]]) -> SemanticIndex:
         return SemanticIndex(self, catalog)
@@ -451,13 +554,23 @@ class HybridIndex:
         return self.lexical.ranked(query, self.depth)
 
     def rank(self, query: str, top_k: int = MAX_TOP_K, *, max_top_k: int = MAX_TOP_K) -> list[tuple[float, int]]:
+        return self._ranked(query, top_k, max_top_k)[0]
+
+    def _ranked(self, query: str, top_k: int, max_top_k: int) -> tuple[list[tuple[float, int]], set[int]]:
+        """The fused ranking and the positions the query matched: a lexical score above 0 or a
+        cosine of at least SEMANTIC_MATCH. The semantic side ranks every tool, so a query that is
+        not blank gets `top_k` hits (or the whole catalog)."""
         if not query or not query.strip():
-            return []
+            return [], set()
         lexical = self.lexical_rank(query)
         semantic = self.semantic.rank(query, self.depth, max_top_k=None)
-        return fuse(lexical, semantic, self.k, method=self.method, weights=self.weights, alpha=self.alpha,
-                    names=self.names, top_k=clamp_top_k(top_k, max_top_k))
+        fused = fuse(lexical, semantic, self.k, method=self.method, weights=self.weights, alpha=self.alpha,
+                     names=self.names, top_k=clamp_top_k(top_k, max_top_k))
+        matched = {position for score, position in lexical if score > 0}
+        matched.update(position for cosine, position in semantic if cosine >= SEMANTIC_MATCH)
+        return fused, matched
 
     def search(self, query: str, top_k: int = MAX_TOP_K, *, max_top_k: int = MAX_TOP_K) -> list[SearchHit]:
         """The fused ranking as tool_search hits (see `search_tools`)."""
-        return search_hits(self.catalog, self.rank(query, top_k, max_top_k=max_top_k))
+        ranked, matched = self._ranked(query, top_k, max_top_k)
+        return search_hits(self.catalog, ranked, matched)

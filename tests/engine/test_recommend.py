@@ -140,8 +140,10 @@ RARE = ["deploy", "rollback", "invoice", "refund", "translate", "resize", "encry
         "convert", "benchmark", "vaccinate", "harvest", "audit", "provision", "migrate", "reindex",
         "subscribe", "unsubscribe", "checkout", "ship", "weigh", "measure", "paint", "sketch", "mint",
         "stake", "brew", "bake", "plant"]
+# The 15 tools no session calls come first: they fill a search's answer that matched nothing.
 WIDE = [{"name": "read_file", "description": "Read a file."},
-        *({"name": f"{word}_tool", "description": f"Can {word} things: {word} anything."} for word in RARE),
+        *({"name": f"{word}_tool", "description": f"Can {word} things: {word} anything."}
+          for word in RARE[24:] + RARE[:24]),
         {"name": "tool_search", "description": "Find tools by what they do."}]
 WIDE_COSTS = {**{tool["name"]: 500 for tool in WIDE}, "tool_search": 100}
 WIDE_ADVERTISED = [tool["name"] for tool in WIDE]
@@ -150,11 +152,12 @@ HISTORY_TOKENS = 1000
 
 def wide(prefix: str, count: int, *, findable: bool) -> list[ReplaySession]:
     """`count` sessions of one turn; session n calls read_file and RARE[n % 24]'s tool. A
-    findable task names what the tool does; otherwise it is words no search could match."""
+    findable task names what the tool does; otherwise it is digits no search could match, not even
+    by spelling (the fillers of an answer that matched nothing are then the catalog's first tools)."""
     sessions = []
     for n in range(count):
         word = RARE[n % 24]
-        message = f"please {word} it" if findable else "".join(chr(97 + (7 * n + k) % 26) for k in range(6))
+        message = f"please {word} it" if findable else "".join(str((7 * n + k) % 10) for k in range(6))
         sessions.append(ReplaySession(f"{prefix}{n}", [RecordedTurn(
             message=message, advertised=WIDE_ADVERTISED, input_tokens=sum(WIDE_COSTS.values()) + HISTORY_TOKENS,
             calls=[RecordedCall("read_file"), RecordedCall(f"{word}_tool")])]))

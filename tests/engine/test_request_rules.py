@@ -5,6 +5,8 @@ by task, and a `rule_window` that lets a follow-up ("I am USR001.") keep its ins
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from toolscope_agent.engine.learning import (
     Association,
@@ -298,10 +300,21 @@ def unforeseen(count: int, offset: int = 0) -> list[ReplaySession]:
     return sessions
 
 
+def widened(sessions: list[ReplaySession], extra: list[str]) -> list[ReplaySession]:
+    """The sessions advertising `extra` tools before their own."""
+    return [ReplaySession(session.key, [dataclasses.replace(turn, advertised=[*extra, *turn.advertised])
+                                        for turn in session.turns]) for session in sessions]
+
+
 def test_a_core_keeps_on_what_rules_and_search_both_miss():
-    fit, later = unforeseen(16), unforeseen(8, offset=40)
-    scored = {c.family: c for c in evaluate(CATALOG, candidates(CATALOG, fit, schema_tokens=COSTS), later,
-                                            schema_tokens=COSTS)}
+    # 24 ledger tools ahead of the rest: a search matching nothing answers its top 20 from them
+    # (an answer is never short; on a catalog of 7 it would hold every tool, cd included).
+    ledger = [f"ledger_{n:02}" for n in range(24)]
+    catalog = [{"name": name, "description": "Posts a ledger entry."} for name in ledger] + CATALOG
+    costs = {**COSTS, **dict.fromkeys(ledger, 100)}
+    fit, later = widened(unforeseen(16), ledger), widened(unforeseen(8, offset=40), ledger)
+    scored = {c.family: c for c in evaluate(catalog, candidates(catalog, fit, schema_tokens=costs), later,
+                                            schema_tokens=costs)}
     plain = scored["request rules (precision 0.05) + tool_search top 20"]
     cored = scored["request rules (precision 0.05) + always-on 4 they miss + tool_search top 20"]
     # Learnt on the fit's older tasks, replayed on its newer ones: only cd was missed hard.

@@ -11,9 +11,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from toolscope_agent.engine.search import (
+    LOW_CONFIDENCE,
     SearchHit,
     SearchIndex,
+    answer_text,
     clamp_top_k,
+    confident,
     parameter_summary,
     search_tools,
 )
@@ -33,6 +36,11 @@ CATALOG = [
 
 
 def names(hits: list[SearchHit]) -> list[str]:
+    """The tools the query matched; the unmatched ones that fill an answer are `everything`'s."""
+    return [hit.name for hit in hits if hit.matched]
+
+
+def everything(hits: list[SearchHit]) -> list[str]:
     return [hit.name for hit in hits]
 
 
@@ -60,10 +68,35 @@ def test_a_typo_finds_the_word_one_edit_away():
     assert names(search_tools(CATALOG, "shel comand")) == ["bash"]
 
 
-def test_a_meaningless_query_finds_nothing_and_blank_queries_are_empty():
-    assert search_tools([{"name": "xyz", "description": "yyy yyy"}], "qwwwq") == []
+def test_a_meaningless_query_matches_nothing_yet_is_answered_and_blank_queries_are_empty():
+    hits = search_tools([{"name": "xyz", "description": "yyy yyy"}], "qwwwq")
+    assert everything(hits) == ["xyz"] and names(hits) == [] and not confident(hits)
     assert search_tools(CATALOG, "") == [] and search_tools(CATALOG, "   \n") == []
-    assert search_tools(CATALOG, "!!!") == []
+    assert names(search_tools(CATALOG, "!!!")) == [] and len(search_tools(CATALOG, "!!!")) == len(CATALOG)
+
+
+def test_an_answer_is_never_empty_the_matches_first_then_the_nearest_by_spelling():
+    catalog = [{"name": f"tool_{i}", "description": "Does a thing."} for i in range(30)]
+    catalog += [{"name": "git_status", "description": "Working tree status."},
+                {"name": "git_commit", "description": "Record changes."},
+                {"name": "calendar", "description": "Shows the agenda."}]
+    hits = search_tools(catalog, "working tree", top_k=5)
+    assert names(hits) == ["git_status"] and len(hits) == 5 and confident(hits)
+    assert hits[0].score > 0 and all(hit.score == 0 and not hit.matched for hit in hits[1:])
+    # Two edits away: no word matches, the nearest spelling comes first.
+    typo = search_tools(catalog, "kalendr", top_k=3)
+    assert names(typo) == [] and everything(typo)[0] == "calendar" and not confident(typo)
+    # The matched head is what the ranking alone answers, in the same order.
+    index = SearchIndex(catalog)
+    assert index.rank("record changes", 20)[:1] == index.ranked("record changes", 20)
+
+
+def test_the_answer_text_says_when_nothing_matched():
+    catalog = [{"name": "git_status", "description": "Working tree status."}, {"name": "calendar"}]
+    found, unsure = search_tools(catalog, "working tree"), search_tools(catalog, "zzyzx qwv")
+    assert answer_text(found).startswith("Tools found:\ngit_status — Working tree status.")
+    assert answer_text(unsure).startswith(LOW_CONFIDENCE + "\n")
+    assert answer_text([]) == "The catalog has no tools."
 
 
 def test_top_k_is_clamped():
@@ -150,9 +183,13 @@ catalogs = st.lists(st.fixed_dictionaries({
 @given(catalog=catalogs, query=st.text(alphabet="abcdefgh _ij", max_size=15), top_k=st.integers(-5, 40))
 def test_search_returns_at_most_top_k_hits_sorted_and_stable(catalog, query, top_k):
     hits = search_tools(catalog, query, top_k)
-    assert len(hits) <= max(1, min(top_k, 20))
-    assert [(-h.score, h.name) for h in hits] == sorted((-h.score, h.name) for h in hits)
-    assert len(set(names(hits))) == len(hits) and all(hit.score > 0 for hit in hits)
+    distinct = len({tool["name"] for tool in catalog})
+    assert len(hits) == (0 if not query.strip() else min(max(1, min(top_k, 20)), distinct))
+    matched = [hit for hit in hits if hit.matched]
+    assert hits[:len(matched)] == matched and all(hit.score > 0 for hit in matched)
+    assert all(hit.score == 0 for hit in hits[len(matched):])
+    assert [(-h.score, h.name) for h in matched] == sorted((-h.score, h.name) for h in matched)
+    assert len(set(everything(hits))) == len(hits)
     assert search_tools(copy.deepcopy(catalog), query, top_k) == hits
     assert SearchIndex(catalog).search(query, top_k) == hits
 

@@ -104,8 +104,9 @@ def test_a_recorded_search_loads_what_the_policys_search_answers():
     ])
     result = simulate(CATALOG, policy("tool_search", always_on=["tool_search"]), [session], schema_tokens=COSTS)
     assert result.misses == []
-    # The search's top 2 for "run the test suite" is run_tests alone (no other tool shares a term).
-    assert [row.sent_tokens for row in result.turns] == [50, 50 + 300]
+    # The search's top 2 for "run the test suite": run_tests, and, as no other tool shares a term,
+    # the nearest by spelling (read_file, 100): an answer is never short; both are loaded.
+    assert [row.sent_tokens for row in result.turns] == [50, 50 + 300 + 100]
     assert [row.advertised_tokens for row in result.turns] == [50, 350]
 
 

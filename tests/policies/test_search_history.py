@@ -83,20 +83,22 @@ def test_the_selector_searches_with_the_served_history(project, policy, publish,
     refresh(project)
     catalog = [{"name": name, "description": "A tool.", "input_schema": {}} for name in tools]
     document = agent.get(URL).json()
-    assert [hit.name for hit in ToolSelector(catalog, document).search("signing keys")] == ["web_fetch"]
+    assert [hit.name for hit in ToolSelector(catalog, document).search("signing keys") if hit.matched] == ["web_fetch"]
     plain = {**document, "search_history": None}
-    assert ToolSelector(catalog, plain).search("signing keys") == []
+    assert not any(hit.matched for hit in ToolSelector(catalog, plain).search("signing keys"))
 
 
 def test_tools_search_ranks_as_the_labels_version(project, policy, publish, agent, refresh):
     record(project, "Rotate the signing keys", ("web_fetch", {}))
     refresh(project)
     url = "/api/v1/tools/search"
-    assert agent.post(url, {"query": "signing keys"}, content_type="application/json").json() == {
-        "ranking": "bm25f-2", "results": []}
+    before = agent.post(url, {"query": "signing keys"}, content_type="application/json").json()
+    assert (before["ranking"], before["confident"]) == ("bm25f-2", False)
+    assert before["results"] and not any(hit["matched"] for hit in before["results"])
     publish(policy)
     answer = agent.post(url, {"query": "signing keys"}, content_type="application/json").json()
-    assert [hit["name"] for hit in answer["results"]] == ["web_fetch"] and answer["ranking"] == "bm25f-2"
+    assert [hit["name"] for hit in answer["results"] if hit["matched"]] == ["web_fetch"]
+    assert answer["ranking"] == "bm25f-2" and answer["confident"] and answer["results"][0]["name"] == "web_fetch"
 
 
 def test_a_version_published_before_rankers_keeps_the_legacy_ranking(project, policy, publish, agent):

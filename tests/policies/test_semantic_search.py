@@ -46,6 +46,12 @@ def search(agent, query: str = PARAPHRASE) -> dict:
     return agent.post(URL, {"query": query, "top_k": 3}, content_type="application/json").json()
 
 
+def unmatched(answer: dict) -> bool:
+    """A lexical answer to PARAPHRASE: three tools (never empty), none matched, and it says so."""
+    return (answer["ranking"], answer["confident"], len(answer["results"])) == ("bm25f-2", False, 3) and not any(
+        result["matched"] for result in answer["results"])
+
+
 def test_semantic_search_needs_a_configured_model(policy, publish, settings):
     settings.TOOL_SEARCH_MODEL = None
     policy.search_semantic = True
@@ -64,7 +70,7 @@ def test_a_version_records_the_model_it_was_published_with(policy, publish, mode
 
 def test_the_fused_ranking_finds_a_paraphrase_the_lexical_one_misses(policy, publish, agent, catalog, model):
     publish(policy)
-    assert search(agent) == {"ranking": "bm25f-2", "results": []}
+    assert unmatched(search(agent))
     policy.search_semantic = True
     policy.save()
     publish(policy)
@@ -81,7 +87,7 @@ def test_a_server_without_the_published_model_ranks_lexically_and_says_so(policy
     version.document["selection"]["tool_search"]["semantic"]["model"] = "other-model@0123456789ab"
     PolicyVersion.objects.filter(pk=version.pk).update(document=version.document)
     cache.clear()
-    assert search(agent) == {"ranking": "bm25f-2", "results": []}
+    assert unmatched(search(agent))
 
 
 @pytest.mark.django_db(transaction=True)
@@ -103,21 +109,25 @@ def test_the_selector_asks_the_server_and_ranks_alike(live_server, project, poli
     assert [hit.name for hit in hits] == [hit["name"] for hit in server["results"] if hit["name"] in TOOLS][:3]
     assert hits[0].name == "get_current_weather"
     offline = ToolSelector(tools, document, client=Client("http://127.0.0.1:9", api_key=key))
-    assert offline.search(PARAPHRASE, 3) == []  # the local lexical ranking: no shared word
+    local = offline.search(PARAPHRASE, 3)  # the local lexical ranking: no shared word
+    assert len(local) == 3 and not any(hit.matched for hit in local)
     offline.client.close()
 
 
 def _paraphrased_sessions(project):
     """24 sessions asking in words no tool has ("is it going to rain in Paris"), each calling
-    get_current_weather, over a catalog with a tool_search tool; every request advertises all."""
+    get_current_weather, over a catalog with a tool_search tool and 24 archive tools named before
+    it (a search that matches nothing answers its top 20 in catalog order: they fill it); every
+    request advertises all."""
     from datetime import timedelta
 
     from django.utils import timezone
 
     from tests.factories import make_session, make_tool_call, make_turn
 
-    names = [*TOOLS, "tool_search"]
-    for name, description in {**TOOLS, "tool_search": "Find tools by what they do."}.items():
+    archive = {f"archive_{n:02}": f"Archive record {n} of the ledger." for n in range(24)}
+    names = [*archive, *TOOLS, "tool_search"]
+    for name, description in {**archive, **TOOLS, "tool_search": "Find tools by what they do."}.items():
         make_tool(project, name, description=description, input_schema={"type": "object"}, schema_tokens=200)
     start = timezone.now() - timedelta(days=2)
     for n in range(24):
@@ -151,7 +161,8 @@ def test_recommendations_score_searching_candidates_with_the_servers_model_and_a
     name = "tool_search + top 0"
     assert "semantic" not in lexical[name]["selection"]["tool_search"]
     assert fused[name]["selection"]["tool_search"]["semantic"]["model"] == semantic_identity()
-    # BM25F finds nothing for a question sharing no word with the tools: every call a hard miss;
+    # BM25F matches nothing in a question sharing no word with the tools (its top 20 are archive
+    # tools, in catalog order): every call a hard miss;
     # the fusion finds get_current_weather: every one recoverable.
     assert (lexical[name]["hard_miss_rate"], fused[name]["hard_miss_rate"]) == (1.0, 0.0)
     policy = Policy.objects.create(project=project)

@@ -15,7 +15,7 @@ from django.db.models import Count
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
-from toolscope_agent.engine.search import search_tools
+from toolscope_agent.engine.search import answer_text, search_tools
 
 from toolscope.policies.models import PolicyAuditEntry, PolicyVersion, SearchHistory, Tool, ToolVersion
 from toolscope.policies.services.diff import document_diff
@@ -323,7 +323,7 @@ def test_the_tool_search_tool_answers_from_the_catalog_as_the_sdk_would():
     for call in searches:
         if call.status == "ok":
             hits = search_tools(catalog, call.arguments["query"], top_k=8)
-            assert call.output == "\n".join(hit.summary for hit in hits)
+            assert call.output == answer_text(hits) and hits
 
 
 def test_a_legacy_page_is_what_read_file_shows_for_that_offset_and_limit():

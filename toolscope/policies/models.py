@@ -12,6 +12,12 @@ from toolscope_agent.engine.search import DEFAULT_RANKER, RANKERS
 from toolscope.telemetry.models import Project
 
 
+def semantic_by_default() -> bool:
+    """New policies rank tool_search by meaning too wherever the server has the model
+    (TOOL_SEARCH_MODEL, the bundled one unless turned off)."""
+    return bool(settings.TOOL_SEARCH_MODEL)
+
+
 class ToolScope(models.TextChoices):
     READ_ONLY = "read_only", "read only"
     WRITE = "write", "write"
@@ -143,7 +149,7 @@ class Policy(models.Model):
         help_text="tool_search's ranking. A published version keeps the ranker it was published with.",
     )
     search_semantic = models.BooleanField(
-        default=False,
+        default=semantic_by_default,
         help_text="tool_search also ranks by meaning: the server's sentence-embedding model (TOOL_SEARCH_MODEL) "
                   "fused with the lexical ranking; agents then ask the server to search.",
     )
@@ -306,6 +312,29 @@ class PolicyAuditEntry(models.Model):
 
     def __str__(self) -> str:
         return f"{self.project} {self.action}: {self.summary[:80]}"
+
+
+class ToolEmbedding(models.Model):
+    """A tool text's embedding by one semantic model, computed once (by a worker, or by the first
+    search that needed it) and read by every search after (services/embeddings.py).
+
+    Content-addressed: keyed by the model's identity and the SHA-256 of the text embedded
+    (toolscope_agent.semantic.tool_text: the name's words, description and parameter names), so
+    one definition is embedded once whatever the number of projects, sources or versions holding
+    it. It stores no text and no project: a vector is only ever looked up from a text the asking
+    project holds, and says nothing to anyone else.
+    """
+
+    model = models.CharField(max_length=120, help_text="`<directory>@<12 hex of its weights' SHA-256>`")
+    text_sha256 = models.CharField(max_length=64)
+    vector = models.BinaryField(help_text="Unit vector, little-endian float32.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["model", "text_sha256"], name="toolembedding_key_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.model}:{self.text_sha256[:12]}"
 
 
 class SearchHistory(models.Model):

@@ -18,6 +18,14 @@ fuzzy-1    engine/ranking_fuzzy.py     the first ranking (character-bigram simil
 An unknown version (a document from a newer server) ranks with the default: the agent still gets
 results, and `ranker_for` says which ranking it used.
 
+Never an empty answer: an agent that gets nothing back cannot recover, so a search answers its
+`top_k` whatever the scores. When fewer tools than that match the query's words, the rest are
+the nearest by spelling (the character-bigram ranking of fuzzy-1, which forgives typos and word
+fragments), then the catalog's order; those hits have `matched` False, score 0, and come after
+every matching one, so what a version found before is still found, in the same order. An answer
+none of whose hits matched is a low-confidence one (`confident`), and the text an agent reads
+says so.
+
 Speed: an index is built once per catalog content, history and ranker; `search_tools` keeps the
 last few (up to 64 MB of indexes and the catalogs they hold), keyed by the (name, description)
 pairs, a digest of the history (computed once per history object) and the ranker.
@@ -48,8 +56,11 @@ _ENUM_SHOWN = 8
 
 
 class _Ranker(Protocol):
-    positions: list[int]
-    names: list[str]
+    @property
+    def positions(self) -> list[int]: ...
+
+    @property
+    def names(self) -> list[str]: ...
 
     def scores(self, query: str) -> dict[int, float]: ...
 
@@ -65,6 +76,23 @@ class SearchHit:
     score: float
     summary: str
     parameters: str
+    # False when the query did not match this tool (a nearest-by-spelling filler; see the module docstring).
+    matched: bool = True
+
+
+def confident(hits: Sequence[SearchHit]) -> bool:
+    """Whether an answer holds at least one tool the query matched (an empty one does not)."""
+    return any(hit.matched for hit in hits)
+
+
+LOW_CONFIDENCE = "No tool matched that closely; the nearest are:"
+
+
+def answer_text(hits: Sequence[SearchHit], found: str = "Tools found:") -> str:
+    """What a tool_search call answers the model: its hits' summary lines under `found`, or under
+    LOW_CONFIDENCE when none of them matched."""
+    heading = found if confident(hits) else LOW_CONFIDENCE
+    return heading + "\n" + "\n".join(hit.summary for hit in hits) if hits else "The catalog has no tools."
 
 
 def ranker_for(settings: Any) -> str:
@@ -97,11 +125,19 @@ class SearchIndex:
             if isinstance(name, str) and name and name not in seen:
                 seen.add(name)
                 entries.append((position, name, tool))
+        self._entries = entries
         self._index: _Ranker = RANKERS[ranker](entries, history)
+        self._spelling: _Ranker | None = None  # built on the first answer that needs fillers
 
     def rank(self, query: str, top_k: int = DEFAULT_TOP_K, *, max_top_k: int = MAX_TOP_K) -> list[tuple[float, int]]:
-        """(score, catalog position) of the best tools, best first; [] for a blank query."""
-        return self.ranked(query, clamp_top_k(top_k, max_top_k))
+        """(score, catalog position) of the best tools, best first, always `top_k` of them (or the
+        whole catalog) for a query that is not blank: tools the query did not match fill the rest
+        with score 0 (`fillers`); [] for a blank query."""
+        if not query or not query.strip():
+            return []
+        limit = clamp_top_k(top_k, max_top_k)
+        ranked = self.ranked(query, limit)
+        return ranked + self.fillers(query, ranked, limit) if len(ranked) < limit else ranked
 
     def ranked(self, query: str, limit: int) -> list[tuple[float, int]]:
         """`rank` without the 1..20 clamp: the best `limit` tools (for a fusion that reads deeper)."""
@@ -112,13 +148,40 @@ class SearchIndex:
                                                  for tool, score in index.scores(query).items()))
         return [(-negative, index.positions[tool]) for negative, _, tool in ranked]
 
+    def fillers(self, query: str, ranked: Sequence[tuple[float, int]], limit: int) -> list[tuple[float, int]]:
+        """(0.0, position) of the tools `ranked` lacks, up to `limit` in all: the nearest to the
+        query by spelling first, then in catalog order."""
+        taken = {position for _, position in ranked}
+        wanted = limit - len(ranked)
+        if wanted <= 0 or len(taken) >= len(self._entries):
+            return []
+        spelling: _Ranker = self._spelling or self._spelling_index()
+        near = sorted(spelling.scores(query).items(), key=lambda item: (-round(item[1], 4), spelling.names[item[0]]))
+        order = [spelling.positions[tool] for tool, _ in near] + [position for position, _, _ in self._entries]
+        out: list[tuple[float, int]] = []
+        for position in order:
+            if position not in taken:
+                taken.add(position)
+                out.append((0.0, position))
+                if len(out) == wanted:
+                    break
+        return out
+
+    def _spelling_index(self) -> _Ranker:
+        spelling: _Ranker = (self._index if self.ranker == ranking_fuzzy.VERSION
+                             else ranking_fuzzy.FuzzyIndex(self._entries, None))
+        self._spelling = spelling
+        return spelling
+
     def search(self, query: str, top_k: int = DEFAULT_TOP_K, *, max_top_k: int = MAX_TOP_K) -> list[SearchHit]:
         """The best tools of this index's catalog for `query` (see `search_tools`)."""
         return search_hits(self.catalog, self.rank(query, top_k, max_top_k=max_top_k))
 
 
-def search_hits(catalog: Sequence[Mapping[str, Any]], ranked: list[tuple[float, int]]) -> list[SearchHit]:
-    """The hits of a ranking of (score, catalog position): name, score, summary line, parameters."""
+def search_hits(catalog: Sequence[Mapping[str, Any]], ranked: list[tuple[float, int]],
+                matched: Any = None) -> list[SearchHit]:
+    """The hits of a ranking of (score, catalog position): name, score, summary line, parameters.
+    A hit is `matched` when its position is in `matched`, or, without it, when it scored above 0."""
     hits = []
     for score, position in ranked:
         tool = catalog[position]
@@ -127,7 +190,8 @@ def search_hits(catalog: Sequence[Mapping[str, Any]], ranked: list[tuple[float, 
         parameters = parameter_summary(tool.get("input_schema"))
         sentence = first_sentence(description if isinstance(description, str) else "")
         summary = f"{name} — {sentence} — {parameters}" if sentence else f"{name} — {parameters}"
-        hits.append(SearchHit(name=name, score=score, summary=summary, parameters=parameters))
+        hits.append(SearchHit(name=name, score=score, summary=summary, parameters=parameters,
+                              matched=score > 0 if matched is None else position in matched))
     return hits
 
 
@@ -229,9 +293,10 @@ def searchable(catalog: Sequence[Mapping[str, Any]]) -> Sequence[Mapping[str, An
 def search_tools(catalog: Sequence[Mapping[str, Any]], query: str, top_k: int = DEFAULT_TOP_K, *,
                  max_top_k: int = MAX_TOP_K, ranker: str = DEFAULT_RANKER,
                  history: Mapping[str, Sequence[str]] | None = None) -> list[SearchHit]:
-    """At most `top_k` (clamped to 1..max_top_k, max_top_k to 1..20) tools of `catalog` that
-    match `query`, best first (score descending, then name); [] for a blank query or one that
-    matches nothing. `tool_search` itself is never ranked (`searchable`).
+    """`top_k` (clamped to 1..max_top_k, max_top_k to 1..20) tools of `catalog` for `query`, best
+    first (score descending, then name), fewer only when the catalog is smaller; those the query
+    did not match come last, `matched` False (the module docstring); [] for a blank query.
+    `tool_search` itself is never ranked (`searchable`).
 
     Hits come from this catalog's own entries (their schemas, for the parameter summary), even
     when the ranking reuses a cached index built from an equal catalog.

@@ -47,6 +47,7 @@ from toolscope_agent.client import Client
 from toolscope_agent.engine.compaction import RETRIEVE_TOOL_NAME, rules_from_policy
 from toolscope_agent.engine.redaction import redact_text
 from toolscope_agent.engine.render import RETRIEVE_TOOL, SEARCH_TOOL, SEARCH_TOOL_NAME, menu_text
+from toolscope_agent.engine.search import answer_text
 from toolscope_agent.gateway.config import GatewayConfig
 from toolscope_agent.gateway.upstream import Upstream
 from toolscope_agent.policy import DEFAULT_POLICY, PolicyCache
@@ -374,12 +375,9 @@ class Gateway:
                                      "results": [hit.name for hit in hits]}])
         self._record(state, SEARCH_TOOL_NAME, arguments, "\n".join(hit.summary for hit in hits), "ok", 0.0,
                      "not_required")
-        if not hits:
-            return _text("No tool matches that; try other words.")
         if set(state.selector.state.loaded) != before:
             await self._notify(state)
-        lines = "\n".join(hit.summary for hit in hits)
-        return _text(f"These tools are now available:\n{lines}")
+        return _text(answer_text(hits, "These tools are now available:"))
 
     async def _activate(self, state: ClientState, arguments: dict[str, Any]) -> types.CallToolResult:
         wanted = arguments.get("names")

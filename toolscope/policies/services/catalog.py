@@ -10,6 +10,7 @@ from toolscope_agent.engine.schemas import normalize_tool, schema_hash
 
 from toolscope.policies.models import Policy, Tool, ToolGroup, ToolVersion
 from toolscope.policies.selectors import SETTINGS_FIELDS
+from toolscope.policies.services.embeddings import tool_embeddings_soon
 from toolscope.telemetry.models import Project
 from toolscope.telemetry.services.bulk import rows_update
 from toolscope.telemetry.services.redact import hash_key, tool_definition_redact
@@ -119,6 +120,8 @@ def catalog_upsert(*, project: Project, definitions: list[dict[str, Any]]) -> li
               if (sibling := eldest.get(t.name)) is not None and (t.source, t.name) in ids]
     if joined:
         _policy_sets_join(joined)
+    if created or updated:  # new texts for tool_search's semantic side: embedded once, by a worker
+        tool_embeddings_soon(project_id=project.pk)
     return results
 
 

@@ -4,14 +4,16 @@ answers are identical for the same catalog, policy, state and message."""
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 
 from toolscope_agent.engine.render import render, selection_cost
-from toolscope_agent.engine.search import DEFAULT_RANKER, ranker_for, search_tools, searchable
+from toolscope_agent.engine.search import DEFAULT_RANKER, confident, ranker_for, search_tools, searchable
 from toolscope_agent.engine.selection import SessionState, search_tool_added, select_tools
+from toolscope_agent.semantic import text_key, tool_text, vector_bytes
 
 from toolscope.policies.selectors import policy_label_served, policy_label_version, tool_catalog
-from toolscope.policies.services.semantic_search import semantic_index
+from toolscope.policies.services.semantic_search import semantic_identity, semantic_index, semantic_model
 from toolscope.telemetry.models import Project
 from toolscope.tokenizer import counter
 
@@ -93,6 +95,27 @@ def tools_search(*, project: Project, query: str, top_k: int, label: str = "prod
             else search_tools(catalog, query, top_k, ranker=ranker, history=history))
     return {
         "ranking": f"{ranker}+semantic" if fused is not None else ranker,
+        "confident": confident(hits),
         "results": [{"name": hit.name, "score": round(hit.score, 4), "summary": hit.summary,
-                     "parameters": hit.parameters} for hit in hits],
+                     "parameters": hit.parameters, "matched": hit.matched} for hit in hits],
     }
+
+
+def tools_embeddings(*, project: Project, label: str = "production") -> dict[str, Any]:
+    """The stored embeddings of the project's catalog for an agent that ranks `label`'s version
+    by meaning itself (the SDK's selector with a local copy of the model): {"model", "dimension",
+    "vectors": {SHA-256 of the embedded text: base64 float32}}. "model" is None (and nothing is
+    served) unless the version turns semantic search on with the model this server has. Texts not
+    embedded yet are embedded here, once (services/embeddings.py)."""
+    served = policy_label_served(project_id=project.pk, name=label)
+    settings = served[0].document.get("selection", {}).get("tool_search") if served is not None else None
+    semantic = settings.get("semantic") if isinstance(settings, dict) else None
+    identity, model = semantic_identity(), semantic_model()
+    if not isinstance(semantic, dict) or semantic.get("model") != identity or model is None or identity is None:
+        return {"model": None, "dimension": 0, "vectors": {}}
+    texts = [tool_text(tool) for tool in searchable(tool_catalog(project=project))]
+    vectors = model.tool_embeddings(texts)
+    return {"model": identity, "dimension": model.dimension,
+            "vectors": {text_key(text): base64.b64encode(vector_bytes(vector)).decode()
+                        for text, vector in zip(texts, vectors, strict=True)}}
+

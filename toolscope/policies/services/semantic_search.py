@@ -8,21 +8,32 @@ semantic search on, so a version ranks with the model it was published with: a s
 configured model differs answers that version with the lexical ranking alone and says so
 (`ranking`), rather than silently changing what the version finds.
 
-Tool embeddings are kept per tool text in the process (SemanticRanker), so the first search
-over a catalog embeds it (about 10 ms per tool on 2 cores) and later ones only the query.
+Tool embeddings are computed once per definition and stored (services/embeddings.py: a worker
+embeds a catalog when it changes); a process reads them on its first search over a catalog and
+keeps them (SemanticRanker), so a search embeds only its query.
 """
 
 from __future__ import annotations
 
-import hashlib
+from collections.abc import Mapping, Sequence
 from functools import lru_cache
-from pathlib import Path
 from typing import Any
 
 from django.conf import settings
-from toolscope_agent.semantic import CONVEX_ALPHA, DEFAULT_FUSION, HybridIndex, SemanticRanker
+from toolscope_agent.semantic import (
+    CONVEX_ALPHA,
+    DEFAULT_FUSION,
+    HybridIndex,
+    SemanticRanker,
+    model_identity,
+    text_key,
+    vector_bytes,
+    vector_from_bytes,
+)
 
-WEIGHTS_FILE = "model.safetensors"
+from toolscope.policies.models import ToolEmbedding
+
+READ_CHUNK = 2000  # text hashes per lookup query
 
 
 def semantic_model() -> SemanticRanker | None:
@@ -59,15 +70,34 @@ def semantic_index(catalog: list[dict[str, Any]], semantic: Any, *, ranker: str,
                        alpha=alpha if isinstance(alpha, (int, float)) and 0 <= alpha <= 1 else CONVEX_ALPHA)
 
 
+class StoredVectors:
+    """A toolscope_agent.semantic.VectorStore over ToolEmbedding, for one model."""
+
+    def __init__(self, model: str) -> None:
+        self.model = model
+
+    def load(self, texts: Sequence[str]) -> dict[str, Any]:
+        keys = {text_key(text): text for text in texts}
+        found: dict[str, Any] = {}
+        hashes = list(keys)
+        for start in range(0, len(hashes), READ_CHUNK):
+            rows = ToolEmbedding.objects.filter(model=self.model, text_sha256__in=hashes[start:start + READ_CHUNK])
+            for digest, vector in rows.values_list("text_sha256", "vector"):
+                found[keys[digest]] = vector_from_bytes(bytes(vector))
+        return found
+
+    def save(self, vectors: Mapping[str, Any]) -> None:
+        ToolEmbedding.objects.bulk_create(
+            [ToolEmbedding(model=self.model, text_sha256=text_key(text), vector=vector_bytes(vector))
+             for text, vector in vectors.items()],
+            ignore_conflicts=True, batch_size=500)
+
+
 @lru_cache(maxsize=2)
 def _load(path: str) -> SemanticRanker:
-    return SemanticRanker(path)
+    return SemanticRanker(path, store=StoredVectors(_identity(path)))
 
 
 @lru_cache(maxsize=2)
 def _identity(path: str) -> str:
-    digest = hashlib.sha256()
-    with open(Path(path) / WEIGHTS_FILE, "rb") as weights:
-        for block in iter(lambda: weights.read(1 << 20), b""):
-            digest.update(block)
-    return f"{Path(path).resolve().name}@{digest.hexdigest()[:12]}"
+    return model_identity(path)

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from toolscope_agent.engine.search import search_tools
+from toolscope_agent.engine.search import answer_text, search_tools
 
 from toolscope.telemetry.demo import repo, shell
 from toolscope.telemetry.demo.catalog import CATALOG
@@ -311,7 +311,7 @@ def tool_search(state: SessionState) -> CallResult:
     """Answered as the SDK answers it: the engine's ranking over the catalog, a line per tool."""
     query = state.rng.choice(_SEARCH_QUERIES[state.task.kind])
     hits = search_tools(_SEARCH_CATALOG, query, top_k=8)
-    output = "\n".join(hit.summary for hit in hits) or "No tool matches."
+    output = answer_text(hits)
     return CallResult({"query": query}, output, duration_ms=_ms(state.rng, 1, 8))
 
 

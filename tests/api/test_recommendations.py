@@ -79,7 +79,8 @@ def test_a_done_run_has_its_candidates_figures_and_recommended_document(
     assert (best["schema_tokens_saved"], best["round_trip_tokens"], best["net_saved_tokens"]) == (6000, 0, 6000)
     assert (best["hard_miss_rate"], best["recoverable_miss_rate"]) == (0.0, 0.0)
     search = next(row for row in result["candidates"] if row["name"] == "tool_search + top 2")
-    assert search["hard_miss_rate"] == 8 / 32 and search["round_trip_tokens"] == 4 * 2300
+    # Its search answers its top 8 whatever the scores: the 7 other tools, so every miss is found.
+    assert search["hard_miss_rate"] == 0.0 and search["round_trip_tokens"] == 12 * 2300
     assert result["recommended_document"] == {"selection": best["selection"], "outputs": best["outputs"]}
     assert result["recommended_document"]["selection"]["mode"] == "context_rules"
 

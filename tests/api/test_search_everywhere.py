@@ -25,7 +25,7 @@ from toolscope.policies.services.simulation import catalog_costs
 CATALOGS = Path(__file__).resolve().parents[2] / "bench" / "mcp_catalogs"
 # The seven captured MCP servers' 77 tools (names are distinct across them), none named tool_search.
 CATALOG = [{"name": tool["name"], "description": tool.get("description", ""), "input_schema": tool["inputSchema"]}
-           for path in sorted(CATALOGS.glob("*.json")) if path.name != "queries.json"
+           for path in sorted(CATALOGS.glob("*.json")) if not path.name.startswith("queries")
            for tool in json.loads(path.read_text())["tools"]]
 # 50 of the benchmark's queries, and a few that share words with the search tool's description.
 QUERIES = [entry["query"] for entry in json.loads((CATALOGS / "queries.json").read_text())[:50]] + [

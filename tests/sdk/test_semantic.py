@@ -125,7 +125,7 @@ def test_loads_and_embeds_without_network(model_path: Path, monkeypatch: pytest.
 ])
 def test_fusion_finds_a_paraphrase_the_lexical_ranking_misses(model: semantic.SemanticRanker, query: str,
                                                               target: str) -> None:
-    lexical = [NAMES[position] for _, position in SearchIndex(CATALOG).rank(query, 5)]
+    lexical = [NAMES[position] for _, position in SearchIndex(CATALOG).ranked(query, 5)]  # what matched
     assert target not in lexical
     fused = [NAMES[position] for _, position in semantic.HybridIndex(CATALOG, model).rank(query, 5)]
     assert fused[0] == target

@@ -41,7 +41,8 @@ SHOWN_INLINE = {"policies.ToolVersion", "policies.ContextRule", "policies.Compac
 # Derived by the workers and read by the dashboard; nothing for an operator to look at row by row.
 # Computed from other rows, and shown on the dashboard (simulations, a tool's learned history).
 DERIVED = {"telemetry.ToolHourly", "telemetry.ToolDaily", "telemetry.ProjectHourly", "telemetry.DirtyHour",
-           "policies.SearchHistory", "policies.ToolEmbedding", "policies.Simulation", "policies.SimulationTurns", "policies.Recommendation"}
+           "policies.SearchHistory", "policies.ToolEmbedding", "policies.Simulation", "policies.SimulationTurns",
+           "policies.Recommendation"}
 
 
 def _label(model) -> str:

@@ -103,7 +103,8 @@ def test_the_catalog_endpoints_are_documented_as_the_objects_they_answer(schema)
     assert components[listed["$ref"].rsplit("/", 1)[1]]["properties"]["tools"]["type"] == "array"
     found = schema["paths"]["/api/v1/tools/search"]["post"]["responses"]["200"]["content"]["application/json"]
     search = components[found["schema"]["$ref"].rsplit("/", 1)[1]]
-    assert search["properties"]["results"]["type"] == "array" and set(search["required"]) == {"ranking", "confident", "results"}
+    assert search["properties"]["results"]["type"] == "array"
+    assert set(search["required"]) == {"ranking", "confident", "results"}
 
 
 def test_the_answers_match_the_description(schema, keys, project, settings):

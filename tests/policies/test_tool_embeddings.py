@@ -237,3 +237,26 @@ def test_an_agent_with_the_model_ranks_here_as_the_server_does_embedding_only_it
     assert [hit.name for hit in hits] == [hit["name"] for hit in server["results"]][:5]
     assert [round(hit.score, 4) for hit in hits] == [hit["score"] for hit in server["results"]][:5]
     assert hits[0].name == "get_current_weather" and again[0].name == "send_email"
+
+
+@pytest.mark.django_db
+def test_a_search_follows_catalog_changes_though_it_keeps_the_catalog_between_searches(project, other_project, agent,
+                                                                                      policy, publish):
+    """tools_search keeps a project's parsed catalog and indexes per process while its revision
+    (count, newest, last seen) holds: a new, changed or re-advertised definition is searched at
+    once, and another project's catalog is never answered."""
+    from toolscope.policies.services.catalog import catalog_upsert
+
+    publish(policy)
+
+    def found(query: str) -> list[str]:
+        answer = agent.post("/api/v1/tools/search", {"query": query, "top_k": 3}, content_type="application/json")
+        return [hit["name"] for hit in answer.json()["results"] if hit["matched"]]
+
+    assert found("rotate signing keys") == []
+    make_tool(other_project, "rotate_keys", description="Rotate the signing keys.")
+    assert found("rotate signing keys") == []  # another project's tool
+    catalog_upsert(project=project, definitions=[{"name": "rotate_keys", "description": "Rotate the signing keys."}])
+    assert found("rotate signing keys") == ["rotate_keys"]
+    catalog_upsert(project=project, definitions=[{"name": "rotate_keys", "description": "Renew certificates."}])
+    assert found("signing") == [] and found("renew certificates") == ["rotate_keys"]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db.models import Count, Max
+
 from toolscope.policies.models import PolicyLabel, PolicyVersion, SearchHistory, Tool
 from toolscope.telemetry.models import Project
 
@@ -55,6 +57,15 @@ def tool_catalog(
     names = sorted(by_name if wanted is None else wanted)
     chosen = (_definition_chosen(by_name.get(name, []), (wanted or {}).get(name), source) for name in names)
     return [definition for definition in chosen if definition is not None]
+
+
+def tool_catalog_revision(*, project: Project) -> tuple[int, int, Any]:
+    """What changes whenever `tool_catalog(project=...)` may answer differently: the number of
+    the project's tools, the newest one, and the latest time one was seen (an upsert of a new or
+    changed definition, or one advertised again, sets it). One aggregate query."""
+    found = Tool.objects.filter(project=project).aggregate(count=Count("pk"), newest=Max("pk"),
+                                                             seen=Max("last_seen_at"))
+    return found["count"], found["newest"] or 0, found["seen"]
 
 
 def _definition_chosen(rows: list[Definition], entry: Definition | None, source: str | None) -> Definition | None:

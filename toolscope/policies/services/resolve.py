@@ -5,14 +5,21 @@ answers are identical for the same catalog, policy, state and message."""
 from __future__ import annotations
 
 import base64
+import json
 from typing import Any
 
+from toolscope_agent.engine.bytecache import ByteLRU
 from toolscope_agent.engine.render import render, selection_cost
 from toolscope_agent.engine.search import DEFAULT_RANKER, confident, ranker_for, search_tools, searchable
 from toolscope_agent.engine.selection import SessionState, search_tool_added, select_tools
 from toolscope_agent.semantic import text_key, tool_text, vector_bytes
 
-from toolscope.policies.selectors import policy_label_served, policy_label_version, tool_catalog
+from toolscope.policies.selectors import (
+    policy_label_served,
+    policy_label_version,
+    tool_catalog,
+    tool_catalog_revision,
+)
 from toolscope.policies.services.semantic_search import semantic_identity, semantic_index, semantic_model
 from toolscope.telemetry.models import Project
 from toolscope.tokenizer import counter
@@ -80,19 +87,19 @@ def tools_search(*, project: Project, query: str, top_k: int, label: str = "prod
     project's learned history when the version turns it on, and the semantic fusion when it
     turns that on and this server has the model it was published with. With no such version:
     the default ranker alone. `ranking` names what ranked."""
-    ranker, history, semantic = DEFAULT_RANKER, None, None
+    ranker, learned, semantic = DEFAULT_RANKER, None, None
     served = policy_label_served(project_id=project.pk, name=label)
     if served is not None:
-        version, learned = served
+        version, history = served
         settings = version.document.get("selection", {}).get("tool_search")
         settings = settings if isinstance(settings, dict) else {}
         ranker, semantic = ranker_for(settings), settings.get("semantic")
-        if learned is not None and settings.get("learned"):
-            history = learned.tools
-    catalog = searchable(tool_catalog(project=project))  # never answers with tool_search itself
-    fused = semantic_index(catalog, semantic, ranker=ranker, history=history) if semantic else None
+        learned = history if history is not None and settings.get("learned") else None
+    searchable_now = _searchable(project, learned)
+    catalog, history_tools = searchable_now.catalog, searchable_now.history
+    fused = searchable_now.fused(semantic, ranker) if semantic else None
     hits = (fused.search(query, top_k) if fused is not None
-            else search_tools(catalog, query, top_k, ranker=ranker, history=history))
+            else search_tools(catalog, query, top_k, ranker=ranker, history=history_tools))
     return {
         "ranking": f"{ranker}+semantic" if fused is not None else ranker,
         "confident": confident(hits),
@@ -119,3 +126,36 @@ def tools_embeddings(*, project: Project, label: str = "production") -> dict[str
             "vectors": {text_key(text): base64.b64encode(vector_bytes(vector)).decode()
                         for text, vector in zip(texts, vectors, strict=True)}}
 
+
+class _Searchable:
+    """A project's catalog as searches rank it (never tool_search itself), with the learned
+    history it was read with and the fused indexes built over it, kept per process while the
+    catalog is unchanged (selectors.tool_catalog_revision): a search at 2,000 tools no longer
+    reads and parses every definition, nor builds its indexes, each time."""
+
+    def __init__(self, catalog: list[dict[str, Any]], history: dict[str, list[str]] | None) -> None:
+        self.catalog, self.history = catalog, history
+        self.indexes: dict[tuple[Any, ...], Any] = {}
+
+    def fused(self, semantic: Any, ranker: str) -> Any:
+        key = (json.dumps(semantic, sort_keys=True, default=str), ranker)
+        if key not in self.indexes:
+            self.indexes[key] = semantic_index(self.catalog, semantic, ranker=ranker, history=self.history)
+        return self.indexes[key]
+
+
+def _searchable_bytes(key: Any, value: _Searchable) -> int:
+    """Estimated: a definition as parsed, about 2 kB; a fused index's vectors, 1.6 kB a tool."""
+    return len(value.catalog) * (2000 + 1600 * max(1, len(value.indexes)))
+
+
+_SEARCHABLE: ByteLRU[tuple[Any, ...], _Searchable] = ByteLRU(128 * 1024 * 1024, sizeof=_searchable_bytes)
+
+
+def _searchable(project: Project, learned: Any) -> _Searchable:
+    key = (project.pk, tool_catalog_revision(project=project), learned.revision if learned is not None else None)
+    found = _SEARCHABLE.get(key)
+    if found is None:
+        found = _SEARCHABLE.put(key, _Searchable(searchable(tool_catalog(project=project)),
+                                                 learned.tools if learned is not None else None))
+    return found

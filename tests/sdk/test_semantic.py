@@ -87,6 +87,19 @@ def test_missing_model_directory_is_a_clear_error(tmp_path: Path) -> None:
         semantic.SemanticRanker(tmp_path)
 
 
+def test_a_model_that_is_not_a_bert_encoder_is_a_clear_error(tmp_path: Path) -> None:
+    """A static (Model2Vec-style) model's directory has the three files but no encoder layers."""
+    pytest.importorskip("numpy")
+    tokenizers = pytest.importorskip("tokenizers")
+    from tokenizers.models import WordLevel
+
+    (tmp_path / "config.json").write_text('{"model_type": "bert", "hidden_dim": 64}')
+    (tmp_path / "model.safetensors").write_bytes(b"")
+    tokenizers.Tokenizer(WordLevel({"[UNK]": 0}, unk_token="[UNK]")).save(str(tmp_path / "tokenizer.json"))
+    with pytest.raises(semantic.SemanticModelError, match=r"no num_attention_heads, num_hidden_layers"):
+        semantic.SemanticRanker(tmp_path)
+
+
 @pytest.fixture(scope="module")
 def model_path() -> Path:
     pytest.importorskip("numpy")

@@ -114,6 +114,23 @@ def main() -> None:
                 first[label] = elapsed
             else:
                 timings[label].append(elapsed)
+    # The search alone, as the request runs it once the catalog and index are kept: no HTTP, key or
+    # label lookups.
+    from toolscope_agent.engine.search import search_tools, searchable
+    from toolscope_agent.semantic import HybridIndex
+
+    from toolscope.policies.selectors import tool_catalog
+
+    kept = searchable(tool_catalog(project=project))
+    fused = HybridIndex(kept, semantic_search.semantic_model())
+    for label, search in (("lexical, search only", lambda q: search_tools(kept, q, 8)),
+                          ("semantic, search only", lambda q: fused.search(q, 8))):
+        values = []
+        for query in queries:
+            started = time.perf_counter()
+            search(query)
+            values.append((time.perf_counter() - started) * 1000)
+        first[label], timings[label] = values[0], values[1:]
     load1 = os.getloadavg()[0]
     for label, values in timings.items():
         figures[label] = {"first": first[label], "p50": statistics.median(values),

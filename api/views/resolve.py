@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 
-from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiExample, extend_schema
 from rest_framework import exceptions, serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -148,6 +148,10 @@ class ToolSearchView(APIView):
                                      label=data["label"]))
 
 
+class EmbeddingsQuery(serializers.Serializer):
+    label = LabelField(default="production", max_length=64, help_text="The label whose version's model to serve.")
+
+
 class EmbeddingsOutput(serializers.Serializer):
     model = serializers.CharField(
         allow_null=True, help_text="`<directory>@<12 hex of its weights' SHA-256>`; null when the label's version "
@@ -168,15 +172,15 @@ class ToolEmbeddingsView(APIView):
         "(the SDK's `ToolSelector(semantic=...)`): the stored embedding of each catalog definition, computed "
         "once by a worker, so the agent embeds only its queries. Served with an ETag; `If-None-Match` "
         "answers 304 while the catalog and model are unchanged.",
-        parameters=[OpenApiParameter("label", str, description="The label whose version's model to serve "
-                                     "(default production).")],
+        parameters=[EmbeddingsQuery],
         responses={200: EmbeddingsOutput, 304: None, **READ_ERRORS},
     )
     def get(self, request: Request) -> Response:
-        label = request.query_params.get("label", "production")
-        if not isinstance(label, str) or not label or len(label) > 64:
-            raise exceptions.ValidationError({"label": ["A label name of 1 to 64 characters."]})
-        body = tools_embeddings(project=request.auth.project, label=label)
+        if request.query_params.get("label", None) == "":  # a form-style blank would read as the default
+            raise exceptions.ValidationError({"label": ["This field may not be blank."]})
+        query = EmbeddingsQuery(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        body = tools_embeddings(project=request.auth.project, label=query.validated_data["label"])
         etag = '"' + hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:32] + '"'
         if etag in request.headers.get("If-None-Match", ""):
             return Response(status=304, headers={"ETag": etag})

@@ -44,7 +44,7 @@ def test_the_fuzzed_api_answers_as_described_and_stores_every_batch(stack):
     assert outcome["pending"] == outcome["processing"] == 0, outcome
     # The run reached every operation, and got past validation: it stored batches, and /policy
     # and /artifacts answered their documents.
-    assert len(tally.by_operation) == 21, tally.by_operation
+    assert len(tally.by_operation) == 22, tally.by_operation
     # Every simulation the fuzzer started, with whatever document it uploaded, ran or was
     # cancelled by it: none failed in the worker.
     failed = Simulation.objects.filter(project_id=project.project_id, status="failed").values_list("error", flat=True)

@@ -205,7 +205,7 @@ def test_the_embeddings_endpoint_serves_the_stored_vectors_of_a_semantic_version
     vector = semantic.vector_from_bytes(base64.b64decode(body["vectors"][semantic.text_key(texts[0])]))
     assert np.allclose(vector, semantic_model().embed([texts[0]])[0], atol=1e-6)
     assert agent.get(url, HTTP_IF_NONE_MATCH=response["ETag"]).status_code == 304
-    assert agent.get(url, {"label": "x" * 65}).status_code == 400
+    assert agent.get(url, {"label": "x" * 65}).status_code == 400 and agent.get(url, {"label": ""}).status_code == 400
 
 
 @pytest.mark.django_db(transaction=True)

@@ -10,17 +10,22 @@ candidates learnt on the fit sessions, every candidate replayed on the held-out 
 all of them, the Pareto front and the pick. Reading 5,000 sessions from PostgreSQL is not in
 these figures (bench/simulation_speed.py times the replay's own reading).
 
-    .venv/bin/python bench/recommend_speed.py [--sessions 5000] [--profile]
+    .venv/bin/python bench/recommend_speed.py [--sessions 5000] [--profile] [--figures FILE]
+
+`--figures FILE` writes every scored candidate's name and figures as JSON: two commits' files
+compare a speed-up's results, candidate by candidate.
 """
 
 from __future__ import annotations
 
 import argparse
 import cProfile
+import json
 import os
 import pstats
 import sys
 import time
+from dataclasses import asdict
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -67,7 +72,7 @@ def sessions_and_catalog(count: int):  # type: ignore[no-untyped-def]
     return sessions, catalog_with_search, costs
 
 
-def recommend_once(sessions, catalog, costs) -> dict[str, float]:  # type: ignore[no-untyped-def]
+def recommend_once(sessions, catalog, costs, figures: str | None = None) -> dict[str, float]:  # type: ignore[no-untyped-def]
     from toolscope_agent.engine.recommend import candidates, evaluate, grouped_split, pareto, recommend, refitted
 
     times = {}
@@ -84,6 +89,10 @@ def recommend_once(sessions, catalog, costs) -> dict[str, float]:  # type: ignor
     best = recommend(pareto(scored))
     times["total"] = time.perf_counter() - start
     turns = sum(len(session.turns) for session in held_out)
+    if figures:
+        Path(figures).write_text(json.dumps([
+            {key: value for key, value in asdict(candidate).items() if key not in ("selection", "outputs")}
+            | {"document": candidate.document()} for candidate in scored], indent=1, sort_keys=True))
     print(f"{len(sessions)} sessions ({len(fit)} fit, {len(held_out)} held out, {turns:,} held-out requests), "
           f"{len(found)} candidates; recommended: {best.name if best else None}")
     return times
@@ -93,6 +102,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sessions", type=int, default=5000)
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--figures", help="write every scored candidate's figures to this JSON file")
     args = parser.parse_args()
     import django
 
@@ -103,7 +113,7 @@ def main() -> None:
         profile.runcall(recommend_once, sessions, catalog, costs)
         pstats.Stats(profile).sort_stats("cumulative").print_stats(25)
         return
-    times = recommend_once(sessions, catalog, costs)
+    times = recommend_once(sessions, catalog, costs, args.figures)
     print(" | ".join(f"{name} {seconds:.1f} s" for name, seconds in times.items()))
 
 

@@ -447,10 +447,10 @@ def _rules(fit: Sequence[ReplaySession], groups: Mapping[str, list[str]]) -> lis
     seen = [{word for turn in session.turns for word in words(turn.message)
              if len(word) > 2 and not word.isdigit() and word not in STOPWORDS} for session in fit]
     called = [_called(session) for session in fit]
+    with_word: Counter[str] = Counter(word for words_seen in seen for word in words_seen)
     rules = []
     for group, members in groups.items():
         used = [bool(calls & set(members)) for calls in called]
-        with_word: Counter[str] = Counter(word for words_seen in seen for word in words_seen)
         used_with_word: Counter[str] = Counter(word for words_seen, hit in zip(seen, used, strict=True) if hit
                                                for word in words_seen)
         precise = sorted((word for word, count in with_word.items()

@@ -265,10 +265,19 @@ class SessionState:
             called.append(name)
             if name == SEARCH_TOOL_NAME:
                 loaded.extend(_result_names(call.get("results")))
+        self.record(called, loaded, model_output, hint_prefix=hint_prefix)
+
+    def record(self, called: Sequence[str], loaded: Sequence[str], model_output: str = "", *,
+               hint_prefix: str = DEFAULT_HINT_PREFIX) -> None:
+        """`observe` with its calls read: the names called, in order, and the names their
+        `tool_search` calls returned (the simulator, which knows them, calls this directly)."""
         hinted = _hints(model_output, hint_prefix)
-        _append_new(self.discovered, called)
-        _append_new(self.activated, [*hinted, *called])
-        _append_new(self.loaded, loaded)
+        if called:
+            _append_new(self.discovered, called)
+        if hinted or called:
+            _append_new(self.activated, [*hinted, *called] if hinted else called)
+        if loaded:
+            _append_new(self.loaded, loaded)
         self.turns += 1
 
     def to_dict(self) -> dict[str, Any]:

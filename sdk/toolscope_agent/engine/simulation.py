@@ -109,7 +109,7 @@ class ReplaySession:
     model: str = ""  # what `simulate`'s `pricing` is looked up by
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # not frozen: a frozen dataclass's __init__ is 2.5x slower, and millions are made
 class Miss:
     """A recorded call the policy would not have sent at that point."""
 
@@ -120,7 +120,7 @@ class Miss:
     path: str  # "menu", "search" or "" (hard)
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # not frozen: a frozen dataclass's __init__ is 2.5x slower, and millions are made
 class TurnFigures:
     session: str
     turn: int
@@ -309,6 +309,7 @@ class _Replay:
         tools = policy.get("tools")
         self.tool_settings: Mapping[str, Any] = tools if isinstance(tools, Mapping) else {}
         self.selections: dict[tuple[Any, ...], tuple[Mapping[str, str], frozenset[Any], int]] = {}
+        self.limits: dict[str, int | None] = {}  # each tool's output limit (`_output_limit`), by name
         # Answers depend on the searchable tools, top_k, ranker, history and semantic fusion:
         # shared between replays that agree on all five.
         self.searches: dict[str, list[str]] = ({} if searches is None else searches.setdefault(
@@ -321,16 +322,27 @@ class _Replay:
         priced: list[PricedRequest] = []
         inside: set[str] = set()  # natively deferred tools loaded into the conversation so far
         loaded_tokens = 0
+        # The state's lists only grow, and a task repeated is not noted again: while the message
+        # and their lengths hold, the selection is the one before (no cache key to build).
+        last: tuple[Any, ...] = ()
         for index, turn in enumerate(session.turns):
             message = turn.message or message
-            sent, deferred, cost = self._selected(state, message)
-            state.note_task(message)
+            now = (message, len(state.loaded), len(state.discovered), len(state.activated), len(state.sent))
+            if now != last:
+                selected, last = self._selected(state, message), now
+                state.note_task(message)
+            sent, deferred, cost = selected
             if self.settings.tool_list != PER_REQUEST:
                 state.note_sent(sent)
-            observed: list[dict[str, Any]] = []
+            # What the agent's state learns from the turn (SessionState.observe of its calls,
+            # each recovered search miss a search call before it that loads the tool).
+            called: list[str] = []
+            loaded: list[str] = []
             misses = recovered = 0
             for call in turn.calls:
-                tool = result.tools.setdefault(call.name, ToolFigures())
+                tool = result.tools.get(call.name)
+                if tool is None:
+                    tool = result.tools[call.name] = ToolFigures()
                 tool.calls += 1
                 self._price_output(call, tool, result)
                 if call.name not in sent:
@@ -343,9 +355,14 @@ class _Replay:
                         tool.recoverable += 1
                         recovered += 1
                     if miss.path == "search":
-                        observed.append({"name": SEARCH_TOOL_NAME, "results": [call.name]})
-                observed.append(self._observed(call))
-            state.observe(turn.model_output, observed, hint_prefix=self.settings.hint_prefix)
+                        called.append(SEARCH_TOOL_NAME)
+                        loaded.append(call.name)
+                if call.name:  # a nameless call is counted, never learnt (as observe skips it)
+                    called.append(call.name)
+                if call.name == SEARCH_TOOL_NAME:
+                    query = call.arguments.get("query") if isinstance(call.arguments, Mapping) else None
+                    loaded.extend(self._search(query))
+            state.record(called, loaded, turn.model_output, hint_prefix=self.settings.hint_prefix)
             advertised = self._advertised_tokens(turn)
             round_trips = 0
             if recovered:
@@ -424,6 +441,8 @@ class _Replay:
             tool.output_tokens_saved += call.output_tokens - limit
 
     def _output_limit(self, name: str) -> int | None:
+        if name in self.limits:
+            return self.limits[name]
         limits = []
         rule = rule_for(name, self.rules)
         if rule is not None:
@@ -432,7 +451,8 @@ class _Replay:
         cap = settings.get("max_result_tokens") if isinstance(settings, Mapping) else None
         if isinstance(cap, int) and not isinstance(cap, bool) and cap > 0:
             limits.append(cap)
-        return min(limits) if limits else None
+        self.limits[name] = limit = min(limits) if limits else None
+        return limit
 
     def _advertised_tokens(self, turn: RecordedTurn) -> int:
         if turn.advertised_tokens is not None:
@@ -461,9 +481,3 @@ class _Replay:
                 self.searches.clear()
             self.searches[query] = found
         return found
-
-    def _observed(self, call: RecordedCall) -> dict[str, Any]:
-        if call.name != SEARCH_TOOL_NAME:
-            return {"name": call.name, "arguments": call.arguments}
-        query = call.arguments.get("query") if isinstance(call.arguments, Mapping) else None
-        return {"name": call.name, "arguments": call.arguments, "results": self._search(query)}

@@ -180,6 +180,11 @@ def _hint_pattern(prefix: str) -> re.Pattern[str]:
 
 
 def _append_new(target: list[str], names: Iterable[str]) -> None:
+    if len(target) < 32:  # a short list is searched faster than a set of it is built
+        for name in names:
+            if name not in target:
+                target.append(name)
+        return
     seen = set(target)
     for name in names:
         if name not in seen:

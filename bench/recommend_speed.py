@@ -11,6 +11,15 @@ all of them, the Pareto front and the pick. Reading 5,000 sessions from PostgreS
 these figures (bench/simulation_speed.py times the replay's own reading).
 
     .venv/bin/python bench/recommend_speed.py [--sessions 5000] [--profile] [--figures FILE]
+                                              [--model gpt-4.1] [--semantic] [--held-out-limit N]
+
+`--model M` prices every held-out session in dollars under M's prompt cache (genai-prices' price,
+the provider's rules), as the worker does for sessions whose model has a price: the candidates
+then include the cache-keeping shapes. `--semantic` gives the candidates that search with
+toolscope's search the server's default model (the bundled all-MiniLM-L6-v2), as the worker has
+it. With both, the engine does what bench/recommend_worker_speed.py's worker does. As the worker,
+it replays at most HELD_OUT_LIMIT held-out sessions (learning.held_out_sample); `--held-out-limit 0`
+replays all of them.
 
 `--figures FILE` writes every scored candidate's name and figures as JSON: two commits' files
 compare a speed-up's results, candidate by candidate.
@@ -33,7 +42,7 @@ sys.path[:0] = [str(HERE), str(HERE.parent), str(HERE.parent / "sdk")]
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "toolscope.settings")
 
 
-def sessions_and_catalog(count: int):  # type: ignore[no-untyped-def]
+def sessions_and_catalog(count: int, model: str = ""):  # type: ignore[no-untyped-def]
     from multiturn_data import catalog, load, split
     from toolscope_agent.engine.recommend import with_search_tool
     from toolscope_agent.engine.render import SEARCH_TOOL
@@ -65,26 +74,58 @@ def sessions_and_catalog(count: int):  # type: ignore[no-untyped-def]
                 message = ""
             turns.append(RecordedTurn(message=message, advertised=advertised, advertised_tokens=total,
                                       input_tokens=total + context))
-        sessions.append(ReplaySession(f"{conversation.id}#{index}", turns))
+        sessions.append(ReplaySession(f"{conversation.id}#{index}", turns, model=model))
     search_tokens = count_tokens(render_tool(SEARCH_TOOL["name"], SEARCH_TOOL["description"],
                                              SEARCH_TOOL["input_schema"]))
     catalog_with_search, costs = with_search_tool(tools, costs, search_tokens)
     return sessions, catalog_with_search, costs
 
 
-def recommend_once(sessions, catalog, costs, figures: str | None = None) -> dict[str, float]:  # type: ignore[no-untyped-def]
+def server_parts(catalog, model: str, semantic: bool):  # type: ignore[no-untyped-def]
+    """The pricing by model and the fused search (with its settings) the worker would have."""
+    from datetime import UTC, datetime
+
+    from django.conf import settings as django_settings
+    from toolscope_agent.engine.render import SEARCH_TOOL_NAME
+    from toolscope_agent.engine.search import DEFAULT_RANKER
+    from toolscope_agent.semantic import DEFAULT_FUSION, HybridIndex, SemanticRanker
+
+    from toolscope.policies.services.semantic_search import semantic_settings
+    from toolscope.prices import cache_pricing, model_price
+
+    pricing = None
+    if model:
+        price = model_price(model=model, at=datetime.now(UTC))
+        if price is None:
+            raise SystemExit(f"genai-prices has no price for {model!r}")
+        pricing = {model: cache_pricing(price, model=model)}
+    settings = semantic_settings() if semantic else None
+    if semantic and settings is None:
+        raise SystemExit("--semantic: this server has no semantic model (TOOL_SEARCH_MODEL)")
+    # The server's fused index, embedding the catalog here (the server reads stored vectors).
+    fused = (HybridIndex([tool for tool in catalog if tool["name"] != SEARCH_TOOL_NAME],
+                         SemanticRanker(django_settings.TOOL_SEARCH_MODEL), ranker=DEFAULT_RANKER, history=None,
+                         method=settings.get("fusion", DEFAULT_FUSION), alpha=settings["alpha"])
+             if settings else None)
+    return pricing, settings, fused
+
+
+def recommend_once(sessions, catalog, costs, figures: str | None = None, *,  # type: ignore[no-untyped-def]
+                   pricing=None, semantic=None, fused=None, limit: int = 0) -> dict[str, float]:
+    from toolscope_agent.engine.learning import held_out_sample
     from toolscope_agent.engine.recommend import candidates, evaluate, grouped_split, pareto, recommend, refitted
 
     times = {}
     start = time.perf_counter()
-    fit, held_out = grouped_split(sessions)
-    found = candidates(catalog, fit, schema_tokens=costs)
+    fit, newer = grouped_split(sessions)
+    held_out = held_out_sample(newer, limit or len(newer))
+    found = candidates(catalog, fit, schema_tokens=costs, semantic=semantic)
     times["learn"] = time.perf_counter() - start
     mark = time.perf_counter()
-    scored = evaluate(catalog, found, held_out, schema_tokens=costs)
+    scored = evaluate(catalog, found, held_out, schema_tokens=costs, pricing=pricing, semantic=fused)
     times["replay"] = time.perf_counter() - mark
     mark = time.perf_counter()
-    scored = refitted(scored, catalog, sessions, schema_tokens=costs)
+    scored = refitted(scored, catalog, sessions, schema_tokens=costs, semantic=semantic)
     times["refit"] = time.perf_counter() - mark
     best = recommend(pareto(scored))
     times["total"] = time.perf_counter() - start
@@ -93,7 +134,8 @@ def recommend_once(sessions, catalog, costs, figures: str | None = None) -> dict
         Path(figures).write_text(json.dumps([
             {key: value for key, value in asdict(candidate).items() if key not in ("selection", "outputs")}
             | {"document": candidate.document()} for candidate in scored], indent=1, sort_keys=True))
-    print(f"{len(sessions)} sessions ({len(fit)} fit, {len(held_out)} held out, {turns:,} held-out requests), "
+    print(f"{len(sessions)} sessions ({len(fit)} fit, {len(newer)} held out, {len(held_out)} replayed: "
+          f"{turns:,} requests), "
           f"{len(found)} candidates; recommended: {best.name if best else None}")
     return times
 
@@ -103,17 +145,26 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, default=5000)
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--figures", help="write every scored candidate's figures to this JSON file")
+    parser.add_argument("--model", default="", help="price the held-out sessions as this model's (genai-prices)")
+    parser.add_argument("--semantic", action="store_true", help="the server's semantic model for toolscope's search")
+    parser.add_argument("--held-out-limit", type=int, default=None,
+                        help="held-out sessions replayed, at most (default: the worker's HELD_OUT_LIMIT; 0: all)")
     args = parser.parse_args()
     import django
 
     django.setup()
-    sessions, catalog, costs = sessions_and_catalog(args.sessions)
+    sessions, catalog, costs = sessions_and_catalog(args.sessions, args.model)
+    pricing, semantic, fused = server_parts(catalog, args.model, args.semantic)
+    from toolscope_agent.engine.recommend import HELD_OUT_LIMIT
+
+    limit = HELD_OUT_LIMIT if args.held_out_limit is None else args.held_out_limit
+    parts = {"pricing": pricing, "semantic": semantic, "fused": fused, "limit": limit}
     if args.profile:
         profile = cProfile.Profile()
-        profile.runcall(recommend_once, sessions, catalog, costs)
-        pstats.Stats(profile).sort_stats("cumulative").print_stats(25)
+        profile.runcall(recommend_once, sessions, catalog, costs, **parts)
+        pstats.Stats(profile).sort_stats("cumulative").print_stats(30)
         return
-    times = recommend_once(sessions, catalog, costs, args.figures)
+    times = recommend_once(sessions, catalog, costs, args.figures, **parts)
     print(" | ".join(f"{name} {seconds:.1f} s" for name, seconds in times.items()))
 
 

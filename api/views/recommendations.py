@@ -83,7 +83,11 @@ class CandidateOutput(serializers.Serializer):
 class RecommendationResult(serializers.Serializer):
     sessions = serializers.IntegerField()
     fit = serializers.IntegerField(help_text="Sessions the candidates learnt from (the older tasks).")
-    held_out = serializers.IntegerField(help_text="Sessions they were scored on (the newer tasks).")
+    held_out = serializers.IntegerField(help_text="Sessions of the newer tasks, held out from learning.")
+    scored = serializers.IntegerField(required=False, help_text=(
+        "Of those, the sessions every candidate was replayed on: all of them, or at most 1,000 spread over "
+        "every held-out task (a task's sessions miss together: the tasks are the evidence). Absent from runs "
+        "made before the limit, which replayed all of them."))
     candidates = CandidateOutput(many=True)
     front = serializers.ListField(child=serializers.CharField(), help_text="The Pareto front's names.")
     recommended = serializers.CharField(allow_null=True, help_text="The front's candidate saving most (dollars "

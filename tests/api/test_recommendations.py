@@ -72,7 +72,7 @@ def test_a_done_run_has_its_candidates_figures_and_recommended_document(
     done = computed(reader, django_capture_on_commit_callbacks)
     assert done["status"] == "done" and done["progress"] == 1.0 and done["queued_behind"] is None
     result = done["result"]
-    assert (result["sessions"], result["fit"], result["held_out"]) == (24, 12, 12)
+    assert (result["sessions"], result["fit"], result["held_out"], result["scored"]) == (24, 12, 12, 12)
     assert result["recommended"] == BEST and BEST in result["front"]
     best = next(row for row in result["candidates"] if row["name"] == BEST)
     # As on the dashboard (tests/dashboard/test_recommendations.py): 12 x 800 advertised held out.

@@ -228,3 +228,20 @@ def test_a_large_catalog_without_a_search_tool_gets_tool_search_candidates(proje
     assert search["selection"]["always_on"] == ["read_file", "edit_file", "tool_search"]
     # Toolscope's search tool is priced: it saves less than the same always-on set without it.
     assert 0 < search["saved_share"] < found["always-on top 2"]["saved_share"]
+
+
+def test_past_the_limit_candidates_are_scored_on_held_out_sessions_spread_over_every_task(
+        monkeypatch, editor_client, project, recorded, django_capture_on_commit_callbacks):
+    import toolscope.policies.services.recommendations as service
+
+    monkeypatch.setattr(service, "HELD_OUT_LIMIT", 6)
+    run = computed(editor_client, project, django_capture_on_commit_callbacks)
+    found = run.result
+    assert (found["sessions"], found["fit"], found["held_out"], found["scored"]) == (24, 12, 12, 6)
+    # Of the 12 newer sessions (4 "commit", 8 "fix"), both tasks' oldest first: 3 rounds of 2.
+    best = next(row for row in found["candidates"] if row["name"] == found["recommended"])
+    assert best["saved_share"] == (6 * 800 - (3 * 200 + 3 * 500)) / (6 * 800)
+    every = next(row for row in found["baselines"] if row["name"] == "every tool")
+    assert every["saved_share"] == 0.0 and every["hard_miss_rate"] == 0.0
+    html = page(editor_client, project, run).content.decode()
+    assert "scored on 6 of the 12 newer sessions, spread over every newer task" in html

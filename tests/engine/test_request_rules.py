@@ -12,6 +12,7 @@ from toolscope_agent.engine.learning import (
     Association,
     call_associations,
     grouped_split,
+    held_out_sample,
     request_rules,
     rule_words,
     task_examples,
@@ -115,6 +116,20 @@ def test_too_few_tasks_split_by_time():
     fit, held_out = grouped_split(sessions)
     assert [s.key for s in fit] == [f"r{n}" for n in range(5)]
     assert [s.key for s in held_out] == [f"r{n}" for n in range(5, 10)]
+
+
+def test_a_held_out_sample_takes_every_tasks_oldest_sessions_first_in_time_order():
+    # three tasks: A has 5 sessions, B 2, C 1, interleaved in time
+    plan = ["A", "B", "A", "C", "A", "B", "A", "A"]
+    sessions = [conversation(f"{task}{n}", (f"Task {task}", ["cd"])) for n, task in enumerate(plan)]
+    assert held_out_sample(sessions, 8) == sessions  # under the limit: all of them, as they were
+    picked = [s.key for s in held_out_sample(sessions, 5)]
+    # round 1: A0 B1 C3; round 2: A2 B5; so every task is in and A's later sessions are not
+    assert picked == ["A0", "B1", "A2", "C3", "B5"]
+    # a round that cannot take one of every task takes them evenly spaced: of A0, B1, C3 two
+    assert [s.key for s in held_out_sample(sessions, 2)] == ["A0", "B1"]
+    many = [conversation(f"t{n}", (f"Task number {n}", ["cd"])) for n in range(10)]
+    assert [s.key for s in held_out_sample(many, 5)] == ["t0", "t2", "t4", "t6", "t8"]
 
 
 RULES = {"selection": {"mode": "context_rules", "groups": {"mail": ["send_email"]},

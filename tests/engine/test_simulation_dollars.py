@@ -149,3 +149,23 @@ def test_a_fixed_list_keeps_the_first_requests_tools_and_the_whole_cache():
                      pricing={"claude-sonnet-4-5": SONNET})
     assert [row.sent_tokens for row in fixed.turns] == [100] * 4 and fixed.cache_breaks == 0
     assert fixed.policy_dollars == pytest.approx(dollars((2100 + 3 * 500, 3.75), (2100 + 2600 + 3100, 0.3)))
+
+
+def test_replays_that_share_their_sessions_price_each_recording_once(monkeypatch):
+    import toolscope_agent.engine.simulation as simulation
+
+    priced = []
+    real = simulation.recorded_dollars
+    monkeypatch.setattr(simulation, "recorded_dollars", lambda rows, pricing: priced.append(1) or real(rows, pricing))
+    shared, sessions = simulation.Shared(), [session(), session(seconds=600)]
+    pricing = {"claude-sonnet-4-5": SONNET}
+    first = simulate(CATALOG, {"selection": {"mode": "all"}}, sessions, schema_tokens=COSTS, pricing=pricing,
+                     shared=shared)
+    second = simulate(CATALOG, churning(), sessions, schema_tokens=COSTS, pricing=pricing, shared=shared)
+    assert len(priced) == 2  # each session's recording once for both replays
+    alone = simulate(CATALOG, churning(), sessions, schema_tokens=COSTS, pricing=pricing)
+    assert len(priced) == 4
+    assert first.recorded_dollars == second.recorded_dollars == alone.recorded_dollars
+    assert first.recorded_dollars == pytest.approx(RECORDED + dollars((3000 + 3500 + 4000, 3.75)))
+    assert (second.policy_dollars, second.cache_breaks, second.recorded_cache_breaks) == (
+        alone.policy_dollars, alone.cache_breaks, alone.recorded_cache_breaks)

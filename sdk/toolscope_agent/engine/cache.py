@@ -47,7 +47,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import overload
+from typing import NamedTuple, overload
 
 ANTHROPIC = "anthropic"
 OPENAI = "openai"
@@ -68,8 +68,7 @@ ANTHROPIC_MIN_TOKENS: tuple[tuple[str, int], ...] = (
 ANTHROPIC_DEFAULT_MIN_TOKENS = 1024
 
 
-@dataclass(frozen=True)
-class Block:
+class Block(NamedTuple):  # immutable and cheap to build: a replay makes millions
     """A run of the prompt: `key` equal between requests exactly when the content is."""
 
     key: str
@@ -78,8 +77,7 @@ class Block:
     ttl: float = FIVE_MINUTES  # the breakpoint's TTL, in seconds
 
 
-@dataclass(frozen=True)
-class Request:
+class Request(NamedTuple):  # immutable and cheap to build: a replay makes millions
     """A request's prompt, as blocks in the provider's order, sent at `at` (seconds).
 
     Two hints keep a long session linear: `marks`, the indices of the blocks with breakpoints
@@ -93,8 +91,7 @@ class Request:
     shared: int = 0
 
 
-@dataclass(frozen=True)
-class CacheUse:
+class CacheUse(NamedTuple):  # immutable and cheap to build: a replay makes millions
     """A request's input tokens by how the provider bills them."""
 
     read: int = 0

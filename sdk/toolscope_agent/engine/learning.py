@@ -56,6 +56,29 @@ def grouped_split(sessions: Sequence[ReplaySession]) -> tuple[list[ReplaySession
     return fit, held_out
 
 
+def held_out_sample(sessions: Sequence[ReplaySession], limit: int) -> list[ReplaySession]:
+    """At most `limit` of `sessions` (held-out ones, oldest first), spread over their tasks
+    (`task_key`): every task's oldest session first, then every task's second, and so on; a
+    round that cannot take one of every task takes them evenly spaced in time. In the sessions'
+    order. A task's sessions miss together (recommend.hard_miss_error), so the evidence is the
+    tasks: past a few hundred sessions, more sessions of the same tasks add little to it."""
+    if len(sessions) <= limit:
+        return list(sessions)
+    by_task: dict[str, list[int]] = defaultdict(list)
+    for index, session in enumerate(sessions):
+        by_task[task_key(session)].append(index)
+    taken: list[int] = []
+    depth = 0
+    while len(taken) < limit:
+        round_ = [indices[depth] for indices in by_task.values() if len(indices) > depth]
+        room = limit - len(taken)
+        if len(round_) > room:
+            round_ = [round_[position * len(round_) // room] for position in range(room)]
+        taken += round_
+        depth += 1
+    return [sessions[index] for index in sorted(taken)]
+
+
 def task_key(session: ReplaySession) -> str:
     """The session's task as `grouped_split` groups sessions: its first instruction, whitespace
     and case folded (a session with none is a task of its own)."""

@@ -60,7 +60,12 @@ on the sessions it was fitted on):
 Validation is grouped (`grouped_split`): the sessions are split by task, a session's task being
 its first instruction, so no task is learnt on one side and scored on the other. Sessions that
 repeat a task (retries, variants of one job) stay together on the side of its oldest session.
-An agent of one or two jobs has no other tasks to score on: its split is by time.
+An agent of one or two jobs has no other tasks to score on: its split is by time. Of the
+held-out sessions, at most HELD_OUT_LIMIT are replayed (learning.held_out_sample: spread over every
+held-out task, each task's oldest sessions first): a task's sessions miss together, so the
+evidence is the tasks, and replaying thousands more sessions of the same tasks would cost most of
+a recommendation's time for little precision (bench/RESULTS.md compares the two on 5,000
+sessions).
 
 Each candidate is a whole `selection` + `outputs` section that an editor can apply to the draft:
 once scored, it is learnt again on every session, fit and held-out (`refitted`), so what is
@@ -102,6 +107,7 @@ from toolscope_agent.engine.simulation import (
     HARD,
     ReplaySession,
     SemanticSearch,
+    Shared,
     Simulation,
     simulate,
 )
@@ -117,6 +123,7 @@ RULE_COVERAGE = 0.95
 COMPACT_ABOVE = 4000
 COMPACT_TO = 2000
 MISS_BUDGET = 0.02
+HELD_OUT_LIMIT = 1000  # held-out sessions replayed per candidate, at most (learning.held_out_sample)
 LARGE_CATALOG = 30
 FDR_ALPHAS = (FDR_ALPHA, 0.5)  # the learning module's 5%, and a looser rate the held-out tasks judge
 RULE_PRECISIONS = (0.05, 0.2, 0.3, 0.45)
@@ -323,10 +330,10 @@ def evaluate(catalog: Sequence[Mapping[str, Any]], found: Sequence[Candidate], h
     if len(set(clusters.values())) < 2:  # one task: its sessions are the clusters
         clusters = {session.key: session.key for session in held_out}
     scored = []
-    searches: dict[Any, dict[str, list[str]]] = {}
+    shared = Shared()  # search answers and recorded dollars, the same for every candidate
     for candidate in found:
         result = simulate(catalog, candidate.document(), held_out, schema_tokens=schema_tokens,
-                          menu_tokens=menu_tokens or approximate_counter, searches=searches, pricing=pricing,
+                          menu_tokens=menu_tokens or approximate_counter, shared=shared, pricing=pricing,
                           semantic=semantic)
         totals = result.totals()
         net = totals.saved_tokens - totals.round_trip_tokens

@@ -10,6 +10,7 @@ recoverable miss's round trip is the request again, read from the cache it just 
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -56,23 +57,33 @@ class SessionDollars:
     policy_breaks: int  # the same, under the policy
 
 
-def session_dollars(rows: Sequence[PricedRequest], pricing: CachePricing) -> SessionDollars:
-    """A session's requests (`rows`, in order) in dollars under `pricing`'s cache."""
-    recorded, policy = (Conversation(ttl=pricing.ttl, head_ttl=pricing.ttl),
-                        Conversation(ttl=pricing.ttl, head_ttl=pricing.ttl))
-    as_recorded, under_policy = [], []
-    recorded_breaks = policy_breaks = 0
-    before: tuple[str, str] | None = None
-    for at, advertised_key, advertised, sent_key, sent, rest, policy_rest, trips in rows:
-        as_recorded.append(recorded.request(at, (Block("t" + advertised_key, advertised),), rest))
+def session_dollars(rows: Sequence[PricedRequest], pricing: CachePricing, *,
+                    recorded: tuple[float, int] | None = None) -> SessionDollars:
+    """A session's requests (`rows`, in order) in dollars under `pricing`'s cache. `recorded`:
+    the session's (dollars, breaks) as recorded, when known (`recorded_dollars`: it depends on
+    the recording alone, so replays of many policies price it once)."""
+    policy = Conversation(ttl=pricing.ttl, head_ttl=pricing.ttl)
+    under_policy = []
+    policy_breaks = 0
+    before: str | None = None
+    for at, _, _, sent_key, sent, _, policy_rest, trips in rows:
         request = policy.request(at, (Block("t" + sent_key, sent),), policy_rest)
         under_policy.append(request)
         under_policy.extend(Request(at, request.blocks, request.marks, shared=len(request.blocks))
                             for _ in range(trips))
         if before is not None:
-            recorded_breaks += advertised_key != before[0]
-            policy_breaks += sent_key != before[1]
-        before = (advertised_key, sent_key)
-    return SessionDollars(recorded=sum(map(pricing.dollars, predict(as_recorded, pricing.rules))),
-                          policy=sum(map(pricing.dollars, predict(under_policy, pricing.rules))),
-                          recorded_breaks=recorded_breaks, policy_breaks=policy_breaks)
+            policy_breaks += sent_key != before
+        before = sent_key
+    recorded_cost, recorded_breaks = recorded if recorded is not None else recorded_dollars(rows, pricing)
+    policy_cost = sum(map(pricing.dollars, predict(under_policy, pricing.rules)))
+    return SessionDollars(recorded=recorded_cost, policy=policy_cost, recorded_breaks=recorded_breaks,
+                          policy_breaks=policy_breaks)
+
+
+def recorded_dollars(rows: Sequence[PricedRequest], pricing: CachePricing) -> tuple[float, int]:
+    """The session's requests as recorded (their advertised lists): (dollars, list changes)."""
+    conversation = Conversation(ttl=pricing.ttl, head_ttl=pricing.ttl)
+    requests = [conversation.request(row.at, (Block("t" + row.advertised_key, row.advertised),), row.rest)
+                for row in rows]
+    breaks = sum(row.advertised_key != before.advertised_key for before, row in itertools.pairwise(rows))
+    return sum(map(pricing.dollars, predict(requests, pricing.rules))), breaks

@@ -43,7 +43,7 @@ from typing import Any, Protocol
 
 from toolscope_agent.engine.compaction import rule_for, rules_from_policy
 from toolscope_agent.engine.render import SEARCH_TOOL_NAME
-from toolscope_agent.engine.replay_pricing import CachePricing, PricedRequest, session_dollars
+from toolscope_agent.engine.replay_pricing import CachePricing, PricedRequest, recorded_dollars, session_dollars
 from toolscope_agent.engine.search import DEFAULT_TOP_K, MAX_TOP_K, SearchHit, clamp_top_k, ranker_for, search_tools
 from toolscope_agent.engine.selection import (
     PER_REQUEST,
@@ -249,25 +249,44 @@ class Simulation:
         return self.saved_tokens - self.round_trip_tokens
 
 
+@dataclass
+class Shared:
+    """What replays of many policies over one catalog and one list of sessions share (a
+    recommendation replays every candidate on the same held-out sessions): the search answers of
+    policies that search alike, and each session's dollars as recorded (they depend on the
+    recording alone)."""
+
+    searches: dict[Any, dict[str, list[str]]] = field(default_factory=dict)
+    recorded: dict[int, tuple[ReplaySession, CachePricing, tuple[float, int]]] = field(default_factory=dict)
+
+    def recorded_dollars(self, session: ReplaySession, pricing: CachePricing,
+                         rows: Sequence[PricedRequest]) -> tuple[float, int]:
+        found = self.recorded.get(id(session))
+        if found is None or found[0] is not session or found[1] is not pricing:
+            found = (session, pricing, recorded_dollars(rows, pricing))
+            self.recorded[id(session)] = found
+        return found[2]
+
+
 def simulate(catalog: Sequence[Mapping[str, Any]], policy: Mapping[str, Any], sessions: Iterable[ReplaySession],
              *, schema_tokens: Mapping[str, int], menu_tokens: Callable[[str], int] | None = None,
              history: Mapping[str, Sequence[str]] | None = None,
              pricing: Mapping[str, CachePricing] | None = None,
-             searches: dict[Any, dict[str, list[str]]] | None = None,
+             shared: Shared | None = None,
              semantic: SemanticSearch | None = None) -> Simulation:
     """Replay `sessions` under `policy` over `catalog` (see the module docstring).
 
     `schema_tokens`: each tool's schema cost by name (a name without one costs 0);
     `menu_tokens`: counts progressive mode's menu text, when given; `history`: the learned
     search history the policy's search would use; `pricing`: by a session's model, how its
-    requests are billed (a session whose model has none is not priced); `searches`: search
-    answers to share between replays of one catalog (a recommendation replays many policies that
-    search alike: they share the answers of those that search with the same settings);
+    requests are billed (a session whose model has none is not priced); `shared`: what replays of
+    many policies on the same catalog and sessions share (Shared: search answers of policies
+    that search with the same settings, each session's recorded dollars);
     `semantic`: the fused search a policy whose `tool_search.semantic` is on ranks with (built
     with the policy's ranker and history over the searchable catalog); without it such a policy
     ranks lexically, as a server without its model answers it.
     """
-    replay = _Replay(catalog, policy, schema_tokens, menu_tokens, history, pricing, searches, semantic)
+    replay = _Replay(catalog, policy, schema_tokens, menu_tokens, history, pricing, shared or Shared(), semantic)
     result = Simulation()
     for session in sessions:
         replay.session(session, result)
@@ -279,7 +298,7 @@ class _Replay:
                  schema_tokens: Mapping[str, int], menu_tokens: Callable[[str], int] | None,
                  history: Mapping[str, Sequence[str]] | None,
                  pricing: Mapping[str, CachePricing] | None = None,
-                 searches: dict[Any, dict[str, list[str]]] | None = None,
+                 shared: Shared | None = None,
                  semantic: SemanticSearch | None = None) -> None:
         self.catalog, self.policy, self.costs, self.menu_tokens = catalog, policy, schema_tokens, menu_tokens
         self.pricing = pricing or {}
@@ -312,8 +331,9 @@ class _Replay:
         self.limits: dict[str, int | None] = {}  # each tool's output limit (`_output_limit`), by name
         # Answers depend on the searchable tools, top_k, ranker, history and semantic fusion:
         # shared between replays that agree on all five.
-        self.searches: dict[str, list[str]] = ({} if searches is None else searches.setdefault(
-            (self.top_k, self.ranker, id(self.history), allowed, id(self.semantic)), {}))
+        self.shared = shared or Shared()
+        self.searches: dict[str, list[str]] = self.shared.searches.setdefault(
+            (self.top_k, self.ranker, id(self.history), allowed, id(self.semantic)), {})
 
     def session(self, session: ReplaySession, result: Simulation) -> None:
         state = SessionState()
@@ -388,7 +408,7 @@ class _Replay:
                 priced.append(PricedRequest(sent_at, self._list_key(turn.advertised), advertised,
                                             "\x1f".join(head), head_cost, rest, rest + loaded_tokens, recovered))
         if pricing is not None:
-            self._price(priced, pricing, result)
+            self._price(priced, pricing, result, self.shared.recorded_dollars(session, pricing, priced))
 
     def _list_key(self, names: Sequence[str]) -> str:
         """An advertised list's identity (its names in order), computed once per list object."""
@@ -399,8 +419,9 @@ class _Replay:
         return found[1]
 
     @staticmethod
-    def _price(rows: Sequence[PricedRequest], pricing: CachePricing, result: Simulation) -> None:
-        dollars = session_dollars(rows, pricing)
+    def _price(rows: Sequence[PricedRequest], pricing: CachePricing, result: Simulation,
+               recorded: tuple[float, int]) -> None:
+        dollars = session_dollars(rows, pricing, recorded=recorded)
         result.recorded_dollars += dollars.recorded
         result.policy_dollars += dollars.policy
         result.priced_sessions += 1

@@ -7,7 +7,9 @@ one already made: the page shows its progress (candidates scored) and
 then its candidates. `recommendation_run`, in the worker, calls `policy_recommendations`: a
 sample of recorded sessions (the newest `limit` of the last `days`), candidate policies learnt
 on the older tasks and scored on the newer ones (split by task: engine.learning.grouped_split) with the engine
-(toolscope_agent.engine.recommend), so no candidate is measured on the sessions it learnt from.
+(toolscope_agent.engine.recommend), so no candidate is measured on the sessions it learnt from;
+at most HELD_OUT_LIMIT of the newer ones are replayed, spread over every newer task
+(engine.learning.held_out_sample).
 
 `policy_draft_apply` writes a candidate's selection and outputs into the draft in one
 transaction, with the audit entry every draft edit gets. An editor still publishes.
@@ -24,8 +26,9 @@ from typing import Any
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.utils import timezone
-from toolscope_agent.engine.learning import grouped_split
+from toolscope_agent.engine.learning import grouped_split, held_out_sample
 from toolscope_agent.engine.recommend import (
+    HELD_OUT_LIMIT,
     LARGE_CATALOG,
     baselines,
     candidates,
@@ -117,8 +120,9 @@ background_kind(Recommendation, task=RUN_TASK, work=_compute)
 def policy_recommendations(*, project: Project, days: int = 14, limit: int = 2000,
                            start: datetime | None = None, end: datetime | None = None, agent_name: str = "",
                            model: str = "", progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
-    """{"sessions", "fit", "held_out", "candidates", "front", "recommended"}: every candidate with
-    its held-out figures, the Pareto front's names, and the recommended one's name (None with
+    """{"sessions", "fit", "held_out", "scored", "candidates", "front", "recommended"}: every
+    candidate with its figures on the `scored` held-out sessions (all of them, or HELD_OUT_LIMIT
+    spread over every held-out task), the Pareto front's names, and the recommended one's name (None with
     fewer than MIN_SESSIONS sessions), learnt from the newest `limit` sessions of the last `days`
     or, given `start` and `end`, of that range (of `agent_name` and `model` when given).
     `progress(done, total)` follows the candidates scored."""
@@ -128,8 +132,10 @@ def policy_recommendations(*, project: Project, days: int = 14, limit: int = 200
     rows = simulation_session_rows(project=project, start=start, end=end, agent_name=agent_name or None,
                                    model=model or None, limit=limit, newest=True)
     sessions = simulation_sessions_load(rows=[(pk, key) for pk, key, _ in rows])
-    fit, held_out = grouped_split(sessions)
-    answer: dict[str, Any] = {"sessions": len(sessions), "fit": len(fit), "held_out": len(held_out),
+    fit, newer = grouped_split(sessions)
+    held_out = held_out_sample(newer, HELD_OUT_LIMIT)
+    answer: dict[str, Any] = {"sessions": len(sessions), "fit": len(fit), "held_out": len(newer),
+                              "scored": len(held_out),
                               "candidates": [], "front": [], "recommended": None}
     if len(sessions) < MIN_SESSIONS:
         return answer

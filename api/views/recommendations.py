@@ -85,9 +85,9 @@ class RecommendationResult(serializers.Serializer):
     fit = serializers.IntegerField(help_text="Sessions the candidates learnt from (the older tasks).")
     held_out = serializers.IntegerField(help_text="Sessions of the newer tasks, held out from learning.")
     scored = serializers.IntegerField(required=False, help_text=(
-        "Of those, the sessions every candidate was replayed on: all of them, or at most 1,000 spread over "
-        "every held-out task (a task's sessions miss together: the tasks are the evidence). Absent from runs "
-        "made before the limit, which replayed all of them."))
+        "Of those, the sessions every candidate was replayed on: all of them, or at most 1,000 sampled by "
+        "task (each task its share, at least one session, evenly spaced in time). Absent from runs made "
+        "before the limit, which replayed all of them."))
     candidates = CandidateOutput(many=True)
     front = serializers.ListField(child=serializers.CharField(), help_text="The Pareto front's names.")
     recommended = serializers.CharField(allow_null=True, help_text="The front's candidate saving most (dollars "

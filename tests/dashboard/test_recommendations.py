@@ -230,7 +230,7 @@ def test_a_large_catalog_without_a_search_tool_gets_tool_search_candidates(proje
     assert 0 < search["saved_share"] < found["always-on top 2"]["saved_share"]
 
 
-def test_past_the_limit_candidates_are_scored_on_held_out_sessions_spread_over_every_task(
+def test_past_the_limit_candidates_are_scored_on_a_sample_of_held_out_sessions_by_task(
         monkeypatch, editor_client, project, recorded, django_capture_on_commit_callbacks):
     import toolscope.policies.services.recommendations as service
 
@@ -238,10 +238,10 @@ def test_past_the_limit_candidates_are_scored_on_held_out_sessions_spread_over_e
     run = computed(editor_client, project, django_capture_on_commit_callbacks)
     found = run.result
     assert (found["sessions"], found["fit"], found["held_out"], found["scored"]) == (24, 12, 12, 6)
-    # Of the 12 newer sessions (4 "commit", 8 "fix"), both tasks' oldest first: 3 rounds of 2.
+    # Of the 12 newer sessions (4 "commit", 8 "fix"), each task its share: 2 and 4.
     best = next(row for row in found["candidates"] if row["name"] == found["recommended"])
-    assert best["saved_share"] == (6 * 800 - (3 * 200 + 3 * 500)) / (6 * 800)
+    assert best["saved_share"] == (6 * 800 - (4 * 200 + 2 * 500)) / (6 * 800)
     every = next(row for row in found["baselines"] if row["name"] == "every tool")
     assert every["saved_share"] == 0.0 and every["hard_miss_rate"] == 0.0
     html = page(editor_client, project, run).content.decode()
-    assert "scored on 6 of the 12 newer sessions, spread over every newer task" in html
+    assert "scored on 6 of the 12 newer sessions, sampled by task" in html

@@ -118,18 +118,18 @@ def test_too_few_tasks_split_by_time():
     assert [s.key for s in held_out] == [f"r{n}" for n in range(5, 10)]
 
 
-def test_a_held_out_sample_takes_every_tasks_oldest_sessions_first_in_time_order():
-    # three tasks: A has 5 sessions, B 2, C 1, interleaved in time
-    plan = ["A", "B", "A", "C", "A", "B", "A", "A"]
+def test_a_held_out_sample_keeps_each_tasks_weight_and_every_task_evenly_spaced_in_time():
+    # three tasks: A has 6 sessions, B 3, C 1, interleaved in time
+    plan = ["A", "B", "A", "C", "A", "B", "A", "A", "B", "A"]
     sessions = [conversation(f"{task}{n}", (f"Task {task}", ["cd"])) for n, task in enumerate(plan)]
-    assert held_out_sample(sessions, 8) == sessions  # under the limit: all of them, as they were
-    picked = [s.key for s in held_out_sample(sessions, 5)]
-    # round 1: A0 B1 C3; round 2: A2 B5; so every task is in and A's later sessions are not
-    assert picked == ["A0", "B1", "A2", "C3", "B5"]
-    # a round that cannot take one of every task takes them evenly spaced: of A0, B1, C3 two
-    assert [s.key for s in held_out_sample(sessions, 2)] == ["A0", "B1"]
+    assert held_out_sample(sessions, 10) == sessions  # within the limit: all of them, as they were
+    # 5 of 10: A 3 (of A0 A2 A4 A6 A7 A9, evenly: A2 A6 A9), B 1 (B5, its middle), C 1 (its only one)
+    assert [s.key for s in held_out_sample(sessions, 5)] == ["A2", "C3", "B5", "A6", "A9"]
+    # 4: A's 2.4 and B's 1.2 rounded down, C's 0.4 up to 1; the room left goes to the largest remainder
+    assert [s.key for s in held_out_sample(sessions, 4)] == ["A2", "C3", "B5", "A7"]
     many = [conversation(f"t{n}", (f"Task number {n}", ["cd"])) for n in range(10)]
-    assert [s.key for s in held_out_sample(many, 5)] == ["t0", "t2", "t4", "t6", "t8"]
+    # more tasks than room: every other one, evenly spaced
+    assert [s.key for s in held_out_sample(many, 5)] == ["t1", "t3", "t5", "t7", "t9"]
 
 
 RULES = {"selection": {"mode": "context_rules", "groups": {"mail": ["send_email"]},

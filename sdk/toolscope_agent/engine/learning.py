@@ -57,25 +57,29 @@ def grouped_split(sessions: Sequence[ReplaySession]) -> tuple[list[ReplaySession
 
 
 def held_out_sample(sessions: Sequence[ReplaySession], limit: int) -> list[ReplaySession]:
-    """At most `limit` of `sessions` (held-out ones, oldest first), spread over their tasks
-    (`task_key`): every task's oldest session first, then every task's second, and so on; a
-    round that cannot take one of every task takes them evenly spaced in time. In the sessions'
-    order. A task's sessions miss together (recommend.hard_miss_error), so the evidence is the
-    tasks: past a few hundred sessions, more sessions of the same tasks add little to it."""
+    """At most `limit` of `sessions` (held-out ones, oldest first), a stratified sample by task
+    (`task_key`): each task gets its share of the limit (at least one session), and its sessions
+    are taken evenly spaced in time, so the sample keeps the tasks' weights and every task is in
+    it. With more tasks than the limit, every task cannot be: the sessions, ordered by task then
+    time, are taken evenly spaced. In the sessions' order. A task's sessions miss together
+    (recommend.hard_miss_error): past a few hundred sessions, more sessions of the same tasks add
+    little to the evidence."""
     if len(sessions) <= limit:
         return list(sessions)
     by_task: dict[str, list[int]] = defaultdict(list)
     for index, session in enumerate(sessions):
         by_task[task_key(session)].append(index)
-    taken: list[int] = []
-    depth = 0
-    while len(taken) < limit:
-        round_ = [indices[depth] for indices in by_task.values() if len(indices) > depth]
-        room = limit - len(taken)
-        if len(round_) > room:
-            round_ = [round_[position * len(round_) // room] for position in range(room)]
-        taken += round_
-        depth += 1
+    total = len(sessions)
+    quotas = {task: max(1, len(indices) * limit // total) for task, indices in by_task.items()}
+    if sum(quotas.values()) > limit:  # more tasks than room: systematic over (task, time)
+        ordered = [index for indices in by_task.values() for index in indices]
+        taken = [ordered[(2 * position + 1) * total // (2 * limit)] for position in range(limit)]
+    else:  # the rest of the room by largest remainder, ties to the older task
+        share = {task: len(indices) * limit / total - quotas[task] for task, indices in by_task.items()}
+        for task in sorted(share, key=lambda task: -share[task])[:limit - sum(quotas.values())]:
+            quotas[task] += 1
+        taken = [indices[(2 * position + 1) * len(indices) // (2 * quotas[task])]
+                 for task, indices in by_task.items() for position in range(min(quotas[task], len(indices)))]
     return [sessions[index] for index in sorted(taken)]
 
 

@@ -61,11 +61,11 @@ Validation is grouped (`grouped_split`): the sessions are split by task, a sessi
 its first instruction, so no task is learnt on one side and scored on the other. Sessions that
 repeat a task (retries, variants of one job) stay together on the side of its oldest session.
 An agent of one or two jobs has no other tasks to score on: its split is by time. Of the
-held-out sessions, at most HELD_OUT_LIMIT are replayed (learning.held_out_sample: spread over every
-held-out task, each task's oldest sessions first): a task's sessions miss together, so the
-evidence is the tasks, and replaying thousands more sessions of the same tasks would cost most of
-a recommendation's time for little precision (bench/RESULTS.md compares the two on 5,000
-sessions).
+held-out sessions, at most HELD_OUT_LIMIT are replayed (learning.held_out_sample: a sample
+stratified by task, each task its share and at least one session, evenly spaced in time): a
+task's sessions miss together, so the evidence is the tasks, and replaying thousands more
+sessions of the same tasks would cost most of a recommendation's time for little precision
+(bench/RESULTS.md compares the two on 5,000 sessions).
 
 Each candidate is a whole `selection` + `outputs` section that an editor can apply to the draft:
 once scored, it is learnt again on every session, fit and held-out (`refitted`), so what is

@@ -8,7 +8,7 @@ then its candidates. `recommendation_run`, in the worker, calls `policy_recommen
 sample of recorded sessions (the newest `limit` of the last `days`), candidate policies learnt
 on the older tasks and scored on the newer ones (split by task: engine.learning.grouped_split) with the engine
 (toolscope_agent.engine.recommend), so no candidate is measured on the sessions it learnt from;
-at most HELD_OUT_LIMIT of the newer ones are replayed, spread over every newer task
+at most HELD_OUT_LIMIT of the newer ones are replayed, a sample stratified by task
 (engine.learning.held_out_sample).
 
 `policy_draft_apply` writes a candidate's selection and outputs into the draft in one
@@ -122,7 +122,7 @@ def policy_recommendations(*, project: Project, days: int = 14, limit: int = 200
                            model: str = "", progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
     """{"sessions", "fit", "held_out", "scored", "candidates", "front", "recommended"}: every
     candidate with its figures on the `scored` held-out sessions (all of them, or HELD_OUT_LIMIT
-    spread over every held-out task), the Pareto front's names, and the recommended one's name (None with
+    sampled by task), the Pareto front's names, and the recommended one's name (None with
     fewer than MIN_SESSIONS sessions), learnt from the newest `limit` sessions of the last `days`
     or, given `start` and `end`, of that range (of `agent_name` and `model` when given).
     `progress(done, total)` follows the candidates scored."""

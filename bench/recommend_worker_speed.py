@@ -237,7 +237,8 @@ def run(conversations: list[Any], tools: list[dict[str, Any]]) -> None:
         print(f"  reading + learning + scoring the {len(marks)} candidates: {scored:.1f} s "
               f"(the first scored at {marks[0] - began:.1f} s)" if marks else "  no candidate scored")
         print(f"  refit on every session + front + pick: {seconds - scored:.1f} s")
-        print(f"  sessions {answer['sessions']:,}, fit {answer['fit']:,}, held_out {answer['held_out']:,}, "
+        print(f"  sessions {answer['sessions']:,}, fit {answer['fit']:,}, held_out {answer['held_out']:,} "
+              f"(replayed {answer.get('scored', answer['held_out']):,}), "
               f"candidates {len(answer['candidates'])}, front {len(answer['front'])}, "
               f"recommended {answer['recommended']!r}", flush=True)
         best = next((row for row in answer["candidates"] if row["name"] == answer["recommended"]), None)

@@ -21,6 +21,7 @@ from toolscope.telemetry.services import ingest
 from toolscope.telemetry.services.batches import batches_sweep
 from toolscope.telemetry.services.processing import BatchResult, batch_attempts, batch_mark_failed, batch_process
 from toolscope.telemetry.services.quarantine import failure_reason
+from toolscope.telemetry.services.repricing import REPRICE_TASK, sessions_reprice
 from toolscope.telemetry.services.retention import retention_maintain as retention_run
 from toolscope.telemetry.services.rollups import rollups_refresh
 
@@ -62,6 +63,16 @@ def tool_embeddings(project_id: int) -> int:
 def tool_embeddings_sweep() -> int:
     """What a lost message left: the definitions of projects active in the last day."""
     return embeddings.active_embed()
+
+
+@shared_task(name=REPRICE_TASK, ignore_result=True, acks_late=True)
+def reprice_sessions(project_id: int, model: str = "") -> int:
+    """Price a project's stored sessions again after its prices changed (of `model`, when given):
+    the requests whose dollars changed."""
+    from toolscope.telemetry.models import Project
+
+    project = Project.objects.filter(pk=project_id).first()
+    return sessions_reprice(project=project, model=model).changed if project is not None else 0
 
 
 # A page's background work runs longer than processing (services/background.py).

@@ -27,6 +27,7 @@ from toolscope.telemetry.models import (
     ToolCall,
 )
 from toolscope.telemetry.services.api_keys import api_key_create
+from toolscope.telemetry.services.repricing import reprice_soon
 from toolscope.telemetry.services.retention import partitions_ensure, retention_overview
 
 
@@ -77,6 +78,15 @@ class ProjectAdmin(admin.ModelAdmin):
     ]
     inlines = [MembershipInline, ApiKeyInline, ModelPriceInline]
     actions = ["create_ingest_key"]
+
+    def save_formset(self, request: HttpRequest, form: Any, formset: Any, change: bool) -> None:
+        super().save_formset(request, form, formset, change)
+        if formset.model is ModelPrice and (formset.new_objects or formset.changed_objects
+                                            or formset.deleted_objects):
+            # Stored dollars follow the project's prices: every session is priced again.
+            reprice_soon(project_id=form.instance.pk)
+            self.message_user(request, "Prices changed: the project's sessions are being priced again in the "
+                                       "background; the overview and tools pages follow once it is done.")
 
     @admin.display(description="open")
     def related_links(self, obj: Project) -> SafeString | str:

@@ -101,16 +101,10 @@ from toolscope_agent.engine.learning import (
     word_associations,
 )
 from toolscope_agent.engine.render import SEARCH_TOOL, SEARCH_TOOL_NAME
+from toolscope_agent.engine.replay_figures import HARD, Simulation
 from toolscope_agent.engine.replay_pricing import CachePricing
 from toolscope_agent.engine.selection import APPEND_ONLY, FIXED, PER_REQUEST
-from toolscope_agent.engine.simulation import (
-    HARD,
-    ReplaySession,
-    SemanticSearch,
-    Shared,
-    Simulation,
-    simulate,
-)
+from toolscope_agent.engine.simulation import ReplaySession, SemanticSearch, Shared, simulate
 from toolscope_agent.engine.text import STOPWORDS, words
 from toolscope_agent.engine.tokens import approximate_counter
 

@@ -23,13 +23,8 @@ from toolscope_agent.engine.replay_pricing import CachePricing
 from toolscope_agent.engine.schemas import schema_hash
 from toolscope_agent.engine.search import ranker_for, searchable
 from toolscope_agent.engine.selection import policy_searches
-from toolscope_agent.engine.simulation import (
-    RecordedCall,
-    RecordedTurn,
-    ReplaySession,
-    Simulation,
-    simulate,
-)
+from toolscope_agent.engine.replay_figures import Simulation
+from toolscope_agent.engine.simulation import RecordedCall, RecordedTurn, ReplaySession, simulate
 from toolscope_agent.semantic import HybridIndex
 
 from toolscope.policies.models import Tool

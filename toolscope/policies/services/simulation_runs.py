@@ -23,7 +23,7 @@ import orjson
 from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
-from toolscope_agent.engine.simulation import Simulation as Replayed
+from toolscope_agent.engine.replay_figures import Simulation as Replayed
 
 from toolscope.policies.models import Policy, PolicyVersion, Simulation, SimulationStatus, SimulationTurns
 from toolscope.policies.selectors import policy_label_version

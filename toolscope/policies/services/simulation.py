@@ -19,11 +19,11 @@ from typing import Any
 from django.utils import timezone
 from toolscope_agent.engine.recommend import with_search_tool
 from toolscope_agent.engine.render import SEARCH_TOOL, SEARCH_TOOL_NAME
+from toolscope_agent.engine.replay_figures import Simulation
 from toolscope_agent.engine.replay_pricing import CachePricing
 from toolscope_agent.engine.schemas import schema_hash
 from toolscope_agent.engine.search import ranker_for, searchable
 from toolscope_agent.engine.selection import policy_searches
-from toolscope_agent.engine.replay_figures import Simulation
 from toolscope_agent.engine.simulation import RecordedCall, RecordedTurn, ReplaySession, simulate
 from toolscope_agent.semantic import HybridIndex
 

@@ -198,6 +198,10 @@ POLICY_DOCUMENT_SCHEMA: dict[str, Any] = {
             "progressive": {"type": "object", "properties": {"hint_prefix": _STRING}},
             "tool_search": {"type": "object", "properties": {
                 "top_k": _COUNT, "max_top_k": _COUNT, "provider_search": {"type": "boolean"},
+                "defer_loading": {"type": "boolean", "description": (
+                    "The provider's deferred loading with toolscope's search: the tools not sent are deferred, "
+                    "tool_search runs in the client and its answers load them into the conversation "
+                    "(Anthropic tool_reference blocks, a Responses tool_search_output). Absent: false.")},
                 "ranker": {"type": "string", "enum": sorted(RANKERS),
                            "description": "The ranking tool_search uses; absent in documents published "
                                           "before rankers were versioned, which rank with fuzzy-1."},

@@ -79,16 +79,18 @@ class PolicyDraftForm(forms.ModelForm):
         model = Policy
         fields = ["mode", "always_on", "allowed", "sticky_discovered", "hint_prefix", "search_top_k",
                   "search_max_top_k", "search_ranker", "search_learned", "search_semantic", "provider_search",
-                  "suppress_duplicates", "search_always_on", "rule_window", "tool_list"]
+                  "search_defer_loading", "suppress_duplicates", "search_always_on", "rule_window", "tool_list"]
         labels = {"sticky_discovered": "Sticky discovered tools", "hint_prefix": "Hint prefix",
                   "search_top_k": "Search top k", "search_max_top_k": "Search max top k",
                   "search_ranker": "Search ranker", "search_learned": "Learned search history",
                   "search_semantic": "Semantic search",
-                  "provider_search": "Provider search", "suppress_duplicates": "Suppress duplicate outputs",
+                  "provider_search": "Provider search", "search_defer_loading": "Defer loading",
+                  "suppress_duplicates": "Suppress duplicate outputs",
                   "search_always_on": "Search always on", "rule_window": "Rule window",
                   "tool_list": "Tool list"}
         # The page words each option itself; a help text would only leave a dangling aria reference.
-        help_texts = {"sticky_discovered": "", "hint_prefix": "", "provider_search": "", "search_ranker": "",
+        help_texts = {"sticky_discovered": "", "hint_prefix": "", "provider_search": "", "search_defer_loading": "",
+                      "search_ranker": "",
                       "search_learned": "", "search_semantic": "", "search_always_on": "", "rule_window": "",
                       "tool_list": ""}
 

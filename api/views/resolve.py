@@ -53,7 +53,9 @@ class ResolveInput(serializers.Serializer):
                   "A policy with `tool_search.provider_search` is rendered as the provider's own deferred loading "
                   "in `anthropic` and `openai_responses`: its search tool, the tools sent, and every other tool "
                   "with `defer_loading` (Responses: a policy group's inside a namespace), so the list stays put "
-                  "and the prompt cache with it.")
+                  "and the prompt cache with it. With `tool_search.defer_loading` instead, the same list keeps "
+                  "toolscope's `tool_search` (Responses: a client-executed `tool_search`), whose answers the "
+                  "agent returns as `tool_reference` blocks (Anthropic) or a `tool_search_output` (Responses).")
     label = LabelField(default="production", max_length=64)
     tools = serializers.ListField(
         child=AdvertisedToolInput(), required=False, allow_null=True, default=None, max_length=2000,

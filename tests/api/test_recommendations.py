@@ -225,6 +225,16 @@ def test_priced_sessions_give_every_candidate_its_dollars_and_a_native_candidate
     policy.refresh_from_db()
     assert policy.provider_search and policy.mode == "tool_search"
     assert response.json()["selection"]["tool_search"]["provider_search"] is True
+    assert not policy.search_defer_loading and "defer_loading" not in response.json()["selection"]["tool_search"]
+    # Deferred loading with toolscope's search: applied, the draft defers and searches as scored,
+    # and /policy/resolve renders the catalog deferred behind toolscope's search tool.
+    deferred = "deferred loading + top 0, toolscope's search top 20"
+    assert rows[deferred]["cache_breaks"] == 0
+    response = admin.post(f"{URL}/{done['id']}/apply", {"candidate": deferred}, format="json")
+    assert response.status_code == 200, response.json()
+    policy.refresh_from_db()
+    assert policy.search_defer_loading and not policy.provider_search and policy.search_top_k == 20
+    assert response.json()["selection"]["tool_search"]["defer_loading"] is True
 
 
 def test_the_recommended_policy_is_shown_beside_every_tool_the_published_one_and_native_deferral(
@@ -269,9 +279,11 @@ def test_the_recommended_policy_is_shown_beside_every_tool_the_published_one_and
     assert baselines["the published policy (v1)"]["policy_dollars"] == pytest.approx(every["policy_dollars"])
     assert baselines["provider's deferred loading of the whole catalog"]["cache_breaks"] == 0
     best = next(row for row in done["result"]["candidates"] if row["name"] == done["result"]["recommended"])
-    # Here the provider's deferral of the whole catalog is what saves most: the recommendation is
-    # that very policy (equal dollars), and costs less than sending everything, as published.
-    assert best["name"] == "provider's deferred loading + top 0" and best["hard_miss_rate"] <= 0.02
+    # Here deferring the whole catalog is what saves most: the recommendation defers it too, with
+    # toolscope's search (it finds every tool, as the provider's search does here: equal dollars;
+    # of equals the first name wins), and costs less than sending everything, as published.
+    assert best["name"] == "deferred loading + top 0, toolscope's search top 20" and best["hard_miss_rate"] <= 0.02
+    assert best["selection"]["tool_search"]["defer_loading"] is True
     assert best["policy_dollars"] == pytest.approx(baselines["provider's deferred loading of the whole catalog"][
         "policy_dollars"])
     assert best["policy_dollars"] < 0.5 * baselines["the published policy (v1)"]["policy_dollars"]

@@ -76,11 +76,11 @@ def test_every_search_answers_the_same_top_8(reader, project):
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize("provider_search", [False, True])
+@pytest.mark.parametrize(("provider_search", "defer_loading"), [(False, False), (True, False), (False, True)])
 @pytest.mark.parametrize("output_format", ["openai", "anthropic", "plain"])
 def test_resolve_sends_toolscopes_search_tool_when_the_catalog_has_none(reader, project, output_format,
-                                                                         provider_search):
-    _published(project, provider_search=provider_search)
+                                                                         provider_search, defer_loading):
+    _published(project, provider_search=provider_search, search_defer_loading=defer_loading)
     document = reader.get("/api/v1/policy?label=production").json()
     catalog = reader.get("/api/v1/tools").json()["tools"]
     names = ["read_file", "git_status", "git_diff_unstaged", "fetch", "get_current_time"]
@@ -100,6 +100,10 @@ def test_resolve_sends_toolscopes_search_tool_when_the_catalog_has_none(reader, 
         else:
             search = next(tool for tool in body["tools"] if tool["name"] == SEARCH_TOOL_NAME)
             assert search["description"] == SEARCH_TOOL["description"]
+        if output_format == "anthropic" and defer_loading:  # toolscope's search, every other tool deferred
+            assert [tool["name"] for tool in body["tools"] if not tool.get("defer_loading")] == [
+                "read_file", SEARCH_TOOL_NAME]
+            assert len(body["tools"]) == len(own) + 1
         # The search tool is counted in what is sent, not in what sending everything would cost.
         assert 0 < body["tokens"]["selected"] < body["tokens"]["all"]
 

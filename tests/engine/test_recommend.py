@@ -119,7 +119,8 @@ def test_tools_that_rules_miss_are_kept_on_cheapest_miss_first_and_rules_send_th
 def test_the_same_policy_is_a_candidate_once_under_its_first_name():
     found = candidates(CATALOG, history("f", 12), schema_tokens=COSTS)
     sent = [(c.selection["mode"], sorted(c.selection["always_on"]), c.selection["context_rules"],
-             c.selection["tool_search"].get("provider_search", False), c.selection.get("tool_list")) for c in found]
+             c.selection["tool_search"].get("provider_search", False), c.selection.get("tool_list"),
+             c.selection["tool_search"].get("defer_loading", False)) for c in found]
     assert len(sent) == len({repr(key) for key in sent})
     assert "always-on top 2 + 1 rules" in {c.name for c in found}
 
@@ -293,6 +294,14 @@ def test_priced_sessions_are_ranked_on_dollars_and_the_providers_deferral_keeps_
     assert native.policy_dollars < ours.policy_dollars and native.benefit > ours.benefit
     best = recommend(pareto(list(scored.values())))
     assert best is not None and best.benefit == max(c.benefit for c in scored.values() if c.hard_miss_rate <= 0.02)
+    # Deferred loading with toolscope's search keeps the cache as the provider's does, and
+    # searches as toolscope does (its top 20: here it finds what the top 8 finds).
+    deferred = scored["deferred loading + top 0, toolscope's search top 20"]
+    assert deferred.selection["tool_search"] == {**deferred.selection["tool_search"], "defer_loading": True,
+                                                 "top_k": 20}
+    assert "provider_search" not in deferred.selection["tool_search"]
+    assert deferred.cache_breaks == 0 and deferred.hard_miss_rate == native.hard_miss_rate
+    assert deferred.policy_dollars == native.policy_dollars
 
 
 def test_cache_keeping_shapes_are_candidates_beside_the_per_request_ones():

@@ -7,6 +7,7 @@ import json
 import pytest
 from toolscope_agent.engine.render import (
     ANTHROPIC_SEARCH_TOOLS,
+    SEARCH_TOOL,
     first_sentence,
     menu_text,
     render,
@@ -180,3 +181,51 @@ def test_render_dispatches_each_format_as_the_policy_asks(format):
     assert render(chosen, format, policy) == expected
     with pytest.raises(ValueError, match="unknown format"):
         render(chosen, "gemini", policy)
+
+
+SEARCH_DESCRIPTION, SEARCH_PARAMETERS = SEARCH_TOOL["description"], SEARCH_TOOL["input_schema"]
+DEFER_POLICY = {"selection": {"mode": "tool_search", "always_on": ["read_file", "tool_search"],
+                              "tool_search": {"defer_loading": True}}}
+
+
+def test_deferred_loading_with_toolscopes_search_keeps_one_list_whatever_a_search_loads():
+    from anthropic.types import ToolUnionParam
+
+    state = SessionState()
+    first = render(select_tools(CATALOG, DEFER_POLICY, state), "anthropic", DEFER_POLICY)
+    # toolscope's tool_search stays (a client-side search), every other tool is deferred
+    assert [(t["name"], t.get("defer_loading", False)) for t in first] == [
+        ("read_file", False), ("tool_search", False), ("git_diff", True), ("web_fetch", True)]
+    assert validated(ToolUnionParam, first) == first
+    # the search loaded web_fetch and the model called it: inside the conversation, the list is the same
+    state.observe("", [{"name": "tool_search", "results": ["web_fetch"]}, {"name": "web_fetch"}])
+    chosen = select_tools(CATALOG, DEFER_POLICY, state)
+    assert chosen.reasons["web_fetch"] in ("loaded", "discovered")
+    assert render(chosen, "anthropic", DEFER_POLICY) == first
+    # the provider's own search wins when both are asked: its tool replaces toolscope's
+    both = {"selection": {**DEFER_POLICY["selection"], "tool_search": {"defer_loading": True,
+                                                                       "provider_search": True}}}
+    assert render(chosen, "anthropic", both)[0] == ANTHROPIC_SEARCH_TOOLS["regex"]
+
+
+def test_a_client_side_search_answers_with_what_each_provider_loads():
+    from anthropic.types import ToolResultBlockParam
+    from openai.types.responses import ToolParam
+    from openai.types.responses.response_input_item_param import ResponseToolSearchOutputItemParamParam
+    from toolscope_agent.engine.render import search_output, search_references
+
+    result = [{"type": "tool_result", "tool_use_id": "toolu_1", "content": search_references(["web_fetch"])}]
+    assert validated(ToolResultBlockParam, result) == result
+    assert result[0]["content"] == [{"type": "tool_reference", "tool_name": "web_fetch"}]
+    tools = render(select_tools(CATALOG, DEFER_POLICY, SessionState()), "openai_responses", DEFER_POLICY)
+    assert tools[0] == {"type": "tool_search", "execution": "client", "description": SEARCH_DESCRIPTION,
+                        "parameters": SEARCH_PARAMETERS}
+    assert [t.get("name") for t in tools[1:]] == ["read_file", "git_diff", "web_fetch"]
+    assert [t.get("defer_loading", False) for t in tools[1:]] == [False, True, True]
+    assert validated(ToolParam, tools) == tools
+    answer = [search_output("call_1", [CATALOG[3]])]
+    assert validated(ResponseToolSearchOutputItemParamParam, answer) == answer
+    assert answer[0]["tools"][0]["name"] == "web_fetch"
+    # Chat Completions has no deferred loading: the tools sent
+    assert render(select_tools(CATALOG, DEFER_POLICY, SessionState()), "openai", DEFER_POLICY) == render_openai(
+        select_tools(CATALOG, DEFER_POLICY, SessionState()))

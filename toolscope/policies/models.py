@@ -144,6 +144,13 @@ class Policy(models.Model):
     provider_search = models.BooleanField(
         default=False, help_text="Ask the provider's own tool search (Anthropic defer_loading)."
     )
+    search_defer_loading = models.BooleanField(
+        default=False,
+        help_text="Defer loading with toolscope's search: the tools not sent are deferred (Anthropic "
+                  "defer_loading, the Responses API's deferred tools) and tool_search's answers load them into "
+                  "the conversation, so the list at the head of the prompt stays cached. The provider's own "
+                  "search, when on, wins.",
+    )
     search_ranker = models.CharField(
         max_length=16, choices=[(version, version) for version in sorted(RANKERS)], default=DEFAULT_RANKER,
         help_text="tool_search's ranking. A published version keeps the ranker it was published with.",

@@ -51,6 +51,10 @@ on the sessions it was fitted on):
   tools they miss hard (no rule word, and the task's words do not find them: `average` for
   `mean`, `identical` for `diff`), most misses per schema token first, are kept always on, the
   first k on CORE_K, next to every request-rules candidate;
+- **deferred loading with toolscope's search** (issue 26): the always-on sets of PROGRESSIVE_K
+  and toolscope's search, every other tool deferred (`tool_search.defer_loading`): the list at
+  the head of the prompt never changes, as with the provider's own deferred loading, and the
+  search is toolscope's (fused with the server's model when it has one), answered by the client;
 - **progressive menus** (issue 25, item 6): the always-on sets of PROGRESSIVE_K in progressive
   mode: every other tool is on the menu, so no miss is hard, and each costs a round trip; the
   menu is priced every request (`evaluate`'s `menu_tokens`);
@@ -213,6 +217,10 @@ def candidates(catalog: Sequence[Mapping[str, Any]], fit: Sequence[ReplaySession
             if k in PROGRESSIVE_K:  # the provider's own deferred loading: the list at the head stays put
                 add(f"provider's deferred loading + top {k}",
                     _selection("tool_search", [*always, SEARCH_TOOL_NAME], provider_search=True))
+                # the same loading with toolscope's search (the client answers with references)
+                add(f"deferred loading + top {k}, toolscope's search top {max(SEARCH_TOP_KS)}",
+                    _selection("tool_search", [*always, SEARCH_TOOL_NAME], top_k=max(SEARCH_TOP_KS),
+                               defer_loading=True))
         if k in PROGRESSIVE_K:
             add(f"progressive menu + top {k}", _selection("progressive", always))
     inner = grouped_split(fit)  # nested in the fit sessions: the held-out ones stay unseen
@@ -393,10 +401,13 @@ def recommend(front: Sequence[Candidate], *, miss_budget: float = MISS_BUDGET) -
 
 def _selection(mode: str, always_on: list[str], groups: Mapping[str, list[str]] | None = None,
                rules: list[dict[str, Any]] | None = None, *, top_k: int = 8, rule_window: int = 1,
-               provider_search: bool = False, tool_list: str = PER_REQUEST) -> dict[str, Any]:
+               provider_search: bool = False, tool_list: str = PER_REQUEST,
+               defer_loading: bool = False) -> dict[str, Any]:
     search: dict[str, Any] = {"top_k": top_k, "max_top_k": 20, "ranker": "bm25f-2"}
     if provider_search:
         search["provider_search"] = True
+    if defer_loading:
+        search["defer_loading"] = True
     selection = {"mode": mode, "always_on": list(always_on), "groups": dict(groups or {}),
                  "context_rules": list(rules or []), "sticky_discovered": True, "rule_window": rule_window,
                  "tool_search": search}

@@ -54,6 +54,10 @@ ANTHROPIC_SEARCH_TOOLS: dict[str, dict[str, str]] = {
     "bm25": {"type": "tool_search_tool_bm25_20251119", "name": "tool_search_tool_bm25"},
 }
 
+IN_CONVERSATION = frozenset({"loaded", "discovered"})
+"""Selection reasons of tools a provider's deferred loading has put inside the conversation (a
+search loaded them, or the model called them after one did): they stay deferred in the list."""
+
 RETRIEVE_TOOL: dict[str, Any] = {
     "name": RETRIEVE_TOOL_NAME,
     "description": "Get the full original of a tool output that was shortened. Pass the id its "
@@ -203,25 +207,57 @@ def render_openai(selection: Selection) -> list[dict[str, Any]]:
 
 
 def render_anthropic(selection: Selection, *, provider_search: bool = False,
-                     search_variant: str = "regex") -> list[dict[str, Any]]:
+                     search_variant: str = "regex", defer: bool = False) -> list[dict[str, Any]]:
     """Messages API `tools` entries for the tools sent in full.
 
     With `provider_search`, Anthropic's own tool search replaces toolscope's: its search tool
     entry comes first (`search_variant` "regex" or "bm25"), then the tools sent in full except
-    toolscope's `tool_search`, then every deferred tool with `"defer_loading": true`, which the
-    provider loads when its search finds them. Nothing deferred means nothing to search: the
-    search tool is then left out.
+    toolscope's `tool_search`, then every other allowed tool with `"defer_loading": true`, which
+    the provider loads when its search finds them. With `defer` (the policy's `defer_loading`),
+    toolscope's `tool_search` stays, a client-side search whose answers are `tool_reference`
+    blocks (`search_references`) that load deferred tools the same way. Either way a tool a
+    search loaded, or one called after, is inside the conversation: it stays deferred in the
+    list, which keeps one order (the catalog's) so the provider's prompt cache keeps it. Nothing
+    deferred means nothing to search: Anthropic's search tool is then left out.
     """
-    if not provider_search:
+    if not provider_search and not defer:
         return [_anthropic(tool) for tool in selection.tools]
-    if search_variant not in ANTHROPIC_SEARCH_TOOLS:
+    if provider_search and search_variant not in ANTHROPIC_SEARCH_TOOLS:
         raise ValueError(f"unknown search_variant {search_variant!r}; allowed: {', '.join(ANTHROPIC_SEARCH_TOOLS)}")
-    loaded = [_anthropic(tool) for tool in selection.tools if tool.get("name") != SEARCH_TOOL_NAME]
-    deferred = [{**_anthropic(tool), "defer_loading": True}
-                for tool in selection.deferred if tool.get("name") != SEARCH_TOOL_NAME]
-    if not deferred:
-        return loaded
+    head, rest = _deferral(selection, keep_search=not provider_search)
+    loaded = [_anthropic(tool) for tool in head]
+    deferred = [{**_anthropic(tool), "defer_loading": True} for tool in rest]
+    if not deferred or not provider_search:
+        return [*loaded, *deferred]
     return [dict(ANTHROPIC_SEARCH_TOOLS[search_variant]), *loaded, *deferred]
+
+
+def _deferral(selection: Selection, *, keep_search: bool) -> tuple[list[Mapping[str, Any]], list[Mapping[str, Any]]]:
+    """(the tools at the head of the list, the deferred ones), for a provider's deferred loading:
+    the head is what the selection sends, less what is inside the conversation (IN_CONVERSATION)
+    and, unless `keep_search`, toolscope's `tool_search`; every other allowed tool is deferred, in
+    catalog order."""
+    reasons = selection.reasons
+    head = [tool for tool in selection.tools if reasons.get(tool.get("name", "")) not in IN_CONVERSATION
+            and (keep_search or tool.get("name") != SEARCH_TOOL_NAME)]
+    taken = {tool.get("name") for tool in head}
+    pool = selection.allowed or [*selection.tools, *selection.deferred]
+    return head, [tool for tool in pool if tool.get("name") not in taken and tool.get("name") != SEARCH_TOOL_NAME]
+
+
+def search_references(names: Sequence[str]) -> list[dict[str, str]]:
+    """A client-side tool search's answer as Anthropic loads it: the `content` of the
+    `tool_result` answering toolscope's `tool_search` under a policy that defers loading (one
+    `tool_reference` block per tool found; the API expands each into its deferred definition)."""
+    return [{"type": "tool_reference", "tool_name": name} for name in names]
+
+
+def search_output(call_id: str, tools: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """A client-side tool search's answer as the Responses API loads it: the input item answering
+    the model's `tool_search_call` (`call_id`) under a policy that defers loading, with the
+    definitions of the tools found."""
+    return {"type": "tool_search_output", "call_id": call_id, "execution": "client", "status": "completed",
+            "tools": [_responses(tool) for tool in tools]}
 
 
 def _responses(tool: Mapping[str, Any]) -> dict[str, Any]:
@@ -236,22 +272,27 @@ def _responses(tool: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def render_openai_responses(selection: Selection, *, provider_search: bool = False,
-                            groups: Mapping[str, Sequence[str]] | None = None) -> list[dict[str, Any]]:
+                            groups: Mapping[str, Sequence[str]] | None = None,
+                            defer: bool = False) -> list[dict[str, Any]]:
     """Responses API `tools` entries (`{"type": "function", "name", "description",
     "parameters", "strict": false}`) for the tools sent in full.
 
     With `provider_search`, OpenAI's hosted `tool_search` replaces toolscope's, as its deferred
     loading asks: `{"type": "tool_search"}` first, then the tools sent in full except toolscope's
-    `tool_search`, then every deferred tool with `"defer_loading": true`, those of a policy group
-    (`groups`, name -> members) inside a namespace of that name, the rest on their own. The list
-    stays the same from request to request while the catalog does, so the provider's prompt
-    cache keeps it; what a search loads arrives inside the conversation. Nothing deferred means
-    nothing to search: the search tool is then left out."""
-    if not provider_search:
+    `tool_search`, then every other allowed tool with `"defer_loading": true`, those of a policy
+    group (`groups`, name -> members) inside a namespace of that name, the rest on their own.
+    With `defer` (the policy's `defer_loading`), the search is toolscope's, executed by the
+    client: `{"type": "tool_search", "execution": "client"}` with toolscope's description and
+    parameters, its answers a `tool_search_output` item of the tools found. The list stays the
+    same from request to request while the catalog does (what a search loaded, or was called
+    after, stays deferred), so the provider's prompt cache keeps it; what a search loads
+    arrives inside the conversation. Nothing deferred means nothing to search: the search tool
+    is then left out."""
+    if not provider_search and not defer:
         return [_responses(tool) for tool in selection.tools]
-    loaded = [_responses(tool) for tool in selection.tools if tool.get("name") != SEARCH_TOOL_NAME]
-    deferred = {tool.get("name"): {**_responses(tool), "defer_loading": True}
-                for tool in selection.deferred if tool.get("name") != SEARCH_TOOL_NAME}
+    head, rest = _deferral(selection, keep_search=False)
+    loaded = [_responses(tool) for tool in head]
+    deferred = {tool.get("name"): {**_responses(tool), "defer_loading": True} for tool in rest}
     if not deferred:
         return loaded
     namespaces = []
@@ -261,24 +302,31 @@ def render_openai_responses(selection: Selection, *, provider_search: bool = Fal
             names = ", ".join(entry["name"] for entry in inside)
             namespaces.append({"type": "namespace", "name": group, "description": f"{group}: {names}",
                                "tools": inside})
-    return [{"type": "tool_search"}, *loaded, *namespaces, *deferred.values()]
+    search: dict[str, Any] = {"type": "tool_search"}
+    if not provider_search:
+        search.update(execution="client", description=SEARCH_TOOL["description"],
+                      parameters=SEARCH_TOOL["input_schema"])
+    return [search, *loaded, *namespaces, *deferred.values()]
 
 
 def render(selection: Selection, format: str, policy: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The selection's `tools` array in `format` (FORMATS), as `policy` asks: its
     `tool_search.provider_search` renders Anthropic's and the Responses API's own deferred loading
-    (the Responses API's namespaces from the policy's groups). The SDK's selector and
+    with the provider's search, `tool_search.defer_loading` the same loading with toolscope's
+    search executed by the client (the Responses API's namespaces from the policy's groups);
+    Chat Completions has no deferred loading: the tools sent. The SDK's selector and
     `/policy/resolve` both answer with it."""
     section = policy.get("selection") if isinstance(policy.get("selection"), Mapping) else policy
     search = section.get("tool_search") if isinstance(section, Mapping) else None
     provider = bool(search.get("provider_search")) if isinstance(search, Mapping) else False
+    defer = not provider and isinstance(search, Mapping) and search.get("defer_loading") is True
     if format == "openai":
         return render_openai(selection)
     if format == "anthropic":
-        return render_anthropic(selection, provider_search=provider)
+        return render_anthropic(selection, provider_search=provider, defer=defer)
     if format == "openai_responses":
         groups = section.get("groups") if isinstance(section, Mapping) else None
-        return render_openai_responses(selection, provider_search=provider, groups={
+        return render_openai_responses(selection, provider_search=provider, defer=defer, groups={
             name: [member for member in members if isinstance(member, str)]
             for name, members in (groups.items() if isinstance(groups, Mapping) else ())
             if isinstance(name, str) and isinstance(members, list | tuple)})

@@ -337,6 +337,8 @@ class Selection:
       "discovered", "kept" (sent earlier, under a `tool_list` that keeps it) or "all" (first
       that applies, in that order).
     - keeps: the policy keeps its list (`tool_list`): `SessionState.note_request` notes it.
+    - allowed: every allowed tool, in catalog order (tools and deferred together): a provider's
+      deferred loading renders the list in one order whatever moves between the two.
     """
 
     tools: list[Mapping[str, Any]]
@@ -345,6 +347,7 @@ class Selection:
     mode: str
     reasons: dict[str, str]
     keeps: bool = False
+    allowed: list[Mapping[str, Any]] = field(default_factory=list)
 
     @property
     def names(self) -> list[str]:
@@ -713,7 +716,7 @@ def select_tools(catalog: Sequence[Mapping[str, Any]], policy: Mapping[str, Any]
         for name, reason in wanted.items():
             if name in reasons:
                 reasons[name] = reason
-        return Selection(tools=list(tools), deferred=[], menu=None, mode="all", reasons=reasons)
+        return Selection(tools=list(tools), deferred=[], menu=None, mode="all", reasons=reasons, allowed=list(tools))
     sent = [name in wanted for name in names]
     reasons = {name: wanted[name] for name in compress(names, sent)}
     menu = None
@@ -721,4 +724,5 @@ def select_tools(catalog: Sequence[Mapping[str, Any]], policy: Mapping[str, Any]
         descriptions = [tool.get("description") for tool in tools]
         menu = menu_from_names(names, descriptions, reasons, hint_prefix=settings.hint_prefix) or None
     return Selection(tools=list(compress(tools, sent)), deferred=list(compress(tools, map(not_, sent))), menu=menu,
-                     mode=settings.mode, reasons=reasons, keeps=settings.tool_list != PER_REQUEST)
+                     mode=settings.mode, reasons=reasons, keeps=settings.tool_list != PER_REQUEST,
+                     allowed=list(tools))

@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from toolscope_agent.engine.compaction import rule_for, rules_from_policy
-from toolscope_agent.engine.render import SEARCH_TOOL_NAME
+from toolscope_agent.engine.render import IN_CONVERSATION, SEARCH_TOOL_NAME
 from toolscope_agent.engine.replay_figures import (
     HARD,
     RECOVERABLE,
@@ -63,8 +63,6 @@ from toolscope_agent.engine.selection import (
     select_tools,
 )
 
-_IN_CONVERSATION = frozenset({"loaded", "discovered"})
-"""Selection reasons whose tools the provider's own deferred loading puts in the conversation."""
 ROUND_TRIP_CONTEXT_TOKENS = 2_000
 """A round trip's context besides the schemas (system prompt and history) when the turn's input
 is not known: an estimate (a short system prompt, the task and a few messages)."""
@@ -180,10 +178,12 @@ class _Replay:
         self.history = history if search.get("learned") else None
         # The provider's own search (`provider_search`) is the provider's, never toolscope's fusion.
         self.semantic = semantic if search.get("semantic") and not search.get("provider_search") else None
-        # The provider's own deferred loading (render.render with `provider_search`): what a
-        # search loads, and what a call discovers, arrives inside the conversation, not in the
-        # tool list at the head of the prompt (`_price`).
-        self.native = bool(search.get("provider_search")) and policy_searches(policy)
+        # The provider's deferred loading (render.render with `provider_search`, or with
+        # `defer_loading`: toolscope's search answering with references the provider expands):
+        # what a search loads, and what a call discovers, arrives inside the conversation, not
+        # in the tool list at the head of the prompt (`_price`).
+        self.native = bool(search.get("provider_search") or search.get("defer_loading") is True) and policy_searches(
+            policy)
         allowed = self.settings.allowed
         self.searchable = [tool for tool in catalog if allowed is None or tool.get("name") in allowed]
         outputs = policy.get("outputs")
@@ -265,7 +265,7 @@ class _Replay:
                         else ROUND_TRIP_CONTEXT_TOKENS)
                 head, head_cost = sent, cost
                 if self.native:
-                    head = {name: reason for name, reason in sent.items() if reason not in _IN_CONVERSATION}
+                    head = {name: reason for name, reason in sent.items() if reason not in IN_CONVERSATION}
                     head_cost = cost - sum(self.costs.get(name, 0) for name in sent if name not in head)
                     for name in sent:
                         if name not in head and name not in inside:

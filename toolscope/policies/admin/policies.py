@@ -116,7 +116,7 @@ class PolicyAdmin(DraftAuditMixin, ProjectScopedPickersMixin, admin.ModelAdmin):
                                                         "rule_window", "tool_list"]}),
         ("Progressive menu and tool search", {
             "fields": ["hint_prefix", "search_top_k", "search_max_top_k", "search_ranker", "search_learned",
-                       "search_semantic", "provider_search"],
+                       "search_semantic", "provider_search", "search_defer_loading"],
         }),
         ("Outputs", {"fields": ["suppress_duplicates"]}),
         ("History", {"fields": ["updated_at", "updated_by", "versions_link", "audit_link"]}),

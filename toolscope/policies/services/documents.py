@@ -61,6 +61,8 @@ def policy_document_build(*, policy: Policy) -> dict[str, Any]:
             "progressive": {"hint_prefix": policy.hint_prefix},
             "tool_search": {"top_k": policy.search_top_k, "max_top_k": policy.search_max_top_k,
                             "provider_search": policy.provider_search, "ranker": policy.search_ranker,
+                            # absent unless on: documents of policies without it stay as they were
+                            **({"defer_loading": True} if policy.search_defer_loading else {}),
                             "learned": policy.search_learned,
                             "semantic": semantic_settings() if policy.search_semantic else None},
             "sticky_discovered": policy.sticky_discovered,

@@ -228,6 +228,7 @@ def policy_draft_apply(*, policy: Policy, selection: dict[str, Any], outputs: di
             policy.search_learned = False
             policy.search_semantic = bool(search.get("semantic")) if isinstance(search, dict) else False
             policy.provider_search = bool(search.get("provider_search")) if isinstance(search, dict) else False
+            policy.search_defer_loading = bool(search.get("defer_loading")) if isinstance(search, dict) else False
         policy.suppress_duplicates = bool(outputs.get("duplicates", {}).get("suppress", True))
         policy.updated_by = user if user is not None and user.is_authenticated else None
         policy.save()

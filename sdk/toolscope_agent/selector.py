@@ -29,12 +29,19 @@ from toolscope_agent.engine.arguments import ArgumentsOutcome, apply_schema_erro
 from toolscope_agent.engine.compaction import Compacted, artifact_id, compact, rule_for, rules_from_policy
 from toolscope_agent.engine.duplicates import DuplicateTracker
 from toolscope_agent.engine.redaction import redact_arguments
-from toolscope_agent.engine.render import RETRIEVE_TOOL, render, render_definition
+from toolscope_agent.engine.render import (
+    RETRIEVE_TOOL,
+    render,
+    render_definition,
+    search_output,
+    search_references,
+)
 from toolscope_agent.engine.schemas import normalize_tool
 from toolscope_agent.engine.search import (
     DEFAULT_TOP_K,
     MAX_TOP_K,
     SearchHit,
+    answer_text,
     clamp_top_k,
     ranker_for,
     search_hits,
@@ -160,6 +167,24 @@ class ToolSelector:
                     return hits
         return search_tools(self.catalog, query, wanted, max_top_k=max_top_k, ranker=ranker_for(settings),
                             history=history)
+
+    def search_answer(self, query: str, *, format: str = "openai", call_id: str = "",
+                      top_k: int | None = None) -> Any:
+        """What to answer the model's `tool_search` call with, in the provider's shape: under a
+        policy that defers loading (`tool_search.defer_loading`), the references the provider
+        loads the tools from (`anthropic`: the `tool_result`'s content, `tool_reference`
+        blocks; `openai_responses`: a `tool_search_output` item for `call_id`); otherwise, and in
+        Chat Completions, the text answer (engine.search.answer_text). Pass the call to `observe`
+        as usual: the state learns what was found."""
+        hits = self.search(query, top_k)
+        settings = self._section("selection").get("tool_search")
+        deferring = (isinstance(settings, Mapping) and settings.get("defer_loading") is True
+                     and not settings.get("provider_search"))
+        if deferring and format == "anthropic":
+            return search_references([hit.name for hit in hits])
+        if deferring and format == "openai_responses":
+            return search_output(call_id, [self._by_name[hit.name] for hit in hits if hit.name in self._by_name])
+        return answer_text(hits)
 
     def _local_identity(self) -> str:
         if self._semantic_identity is None:

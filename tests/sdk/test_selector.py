@@ -111,3 +111,30 @@ def test_tool_search_mode_adds_toolscopes_search_tool_to_a_catalog_without_one()
     assert own == [{"name": "tool_search", "description": "Find tools by what they do.",
                     "input_schema": TOOLS[-1]["input_schema"]}]
     assert "tool_search" not in names(ToolSelector(catalog, policy("context_rules")).tools(""))
+
+
+def test_a_search_under_deferred_loading_answers_with_what_the_provider_loads():
+    from anthropic.types import ToolResultBlockParam
+    from openai.types.responses.response_input_item_param import ResponseToolSearchOutputItemParamParam
+
+    from tests.sdk_types import validated
+
+    deferring = policy("tool_search", always_on=["read_file", "tool_search"],
+                       tool_search={"top_k": 2, "max_top_k": 20, "defer_loading": True})
+    selector = ToolSelector(TOOLS, deferring)
+    sent = selector.tools("", format="anthropic")
+    assert [tool["name"] for tool in sent if not tool.get("defer_loading")] == ["read_file", "tool_search"]
+    references = selector.search_answer("commit my staged changes", format="anthropic")
+    assert references[0] == {"type": "tool_reference", "tool_name": "git_commit"} and len(references) == 2
+    result = [{"type": "tool_result", "tool_use_id": "toolu_1", "content": references}]
+    assert validated(ToolResultBlockParam, result) == result
+    output = selector.search_answer("commit my staged changes", format="openai_responses", call_id="call_7")
+    assert output["call_id"] == "call_7" and output["tools"][0]["name"] == "git_commit"
+    assert validated(ResponseToolSearchOutputItemParamParam, [output]) == [output]
+    # Observed, the tool found is in the conversation: the list at the head stays the same.
+    selector.observe("", [{"name": "tool_search", "arguments": {"query": "commit my staged changes"}}])
+    assert selector.tools("", format="anthropic") == sent
+    # Without deferred loading (or in Chat Completions), the text answer.
+    plain = ToolSelector(TOOLS, policy("tool_search", always_on=["read_file", "tool_search"]))
+    assert plain.search_answer("commit my staged changes").startswith("Tools found:\ngit_commit")
+    assert selector.search_answer("commit my staged changes", format="openai").startswith("Tools found:")

@@ -31,6 +31,8 @@ from toolscope_agent.engine.duplicates import DuplicateTracker
 from toolscope_agent.engine.redaction import redact_arguments
 from toolscope_agent.engine.render import (
     RETRIEVE_TOOL,
+    TOOLSCOPE,
+    deferral,
     render,
     render_definition,
     search_output,
@@ -177,9 +179,7 @@ class ToolSelector:
         Chat Completions, the text answer (engine.search.answer_text). Pass the call to `observe`
         as usual: the state learns what was found."""
         hits = self.search(query, top_k)
-        settings = self._section("selection").get("tool_search")
-        deferring = (isinstance(settings, Mapping) and settings.get("defer_loading") is True
-                     and not settings.get("provider_search"))
+        deferring = deferral(self.policy) == TOOLSCOPE
         if deferring and format == "anthropic":
             return search_references([hit.name for hit in hits])
         if deferring and format == "openai_responses":

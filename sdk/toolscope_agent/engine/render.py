@@ -309,6 +309,22 @@ def render_openai_responses(selection: Selection, *, provider_search: bool = Fal
     return [search, *loaded, *namespaces, *deferred.values()]
 
 
+PROVIDER, TOOLSCOPE = "provider", "toolscope"
+
+
+def deferral(policy: Mapping[str, Any]) -> str:
+    """Whose search a policy's deferred loading asks for: PROVIDER (`tool_search.provider_search`),
+    TOOLSCOPE (`tool_search.defer_loading`; the provider's wins when both are on), or "" (no
+    deferred loading). `policy`: a document, or its `selection` section."""
+    section = policy.get("selection") if isinstance(policy.get("selection"), Mapping) else policy
+    search = section.get("tool_search") if isinstance(section, Mapping) else None
+    if not isinstance(search, Mapping):
+        return ""
+    if search.get("provider_search"):
+        return PROVIDER
+    return TOOLSCOPE if search.get("defer_loading") is True else ""
+
+
 def render(selection: Selection, format: str, policy: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The selection's `tools` array in `format` (FORMATS), as `policy` asks: its
     `tool_search.provider_search` renders Anthropic's and the Responses API's own deferred loading
@@ -317,9 +333,8 @@ def render(selection: Selection, format: str, policy: Mapping[str, Any]) -> list
     Chat Completions has no deferred loading: the tools sent. The SDK's selector and
     `/policy/resolve` both answer with it."""
     section = policy.get("selection") if isinstance(policy.get("selection"), Mapping) else policy
-    search = section.get("tool_search") if isinstance(section, Mapping) else None
-    provider = bool(search.get("provider_search")) if isinstance(search, Mapping) else False
-    defer = not provider and isinstance(search, Mapping) and search.get("defer_loading") is True
+    deferred = deferral(policy)
+    provider, defer = deferred == PROVIDER, deferred == TOOLSCOPE
     if format == "openai":
         return render_openai(selection)
     if format == "anthropic":

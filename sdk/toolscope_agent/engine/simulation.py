@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from toolscope_agent.engine.compaction import rule_for, rules_from_policy
-from toolscope_agent.engine.render import IN_CONVERSATION, SEARCH_TOOL_NAME
+from toolscope_agent.engine.render import IN_CONVERSATION, SEARCH_TOOL_NAME, deferral
 from toolscope_agent.engine.replay_figures import (
     HARD,
     RECOVERABLE,
@@ -152,7 +152,7 @@ def simulate(catalog: Sequence[Mapping[str, Any]], policy: Mapping[str, Any], se
     with the policy's ranker and history over the searchable catalog); without it such a policy
     ranks lexically, as a server without its model answers it.
     """
-    replay = _Replay(catalog, policy, schema_tokens, menu_tokens, history, pricing, shared or Shared(), semantic)
+    replay = _Replay(catalog, policy, schema_tokens, menu_tokens, history, pricing, shared, semantic)
     result = Simulation()
     for session in sessions:
         replay.session(session, result)
@@ -182,8 +182,7 @@ class _Replay:
         # `defer_loading`: toolscope's search answering with references the provider expands):
         # what a search loads, and what a call discovers, arrives inside the conversation, not
         # in the tool list at the head of the prompt (`_price`).
-        self.native = bool(search.get("provider_search") or search.get("defer_loading") is True) and policy_searches(
-            policy)
+        self.native = bool(deferral(policy)) and policy_searches(policy)
         allowed = self.settings.allowed
         self.searchable = [tool for tool in catalog if allowed is None or tool.get("name") in allowed]
         outputs = policy.get("outputs")

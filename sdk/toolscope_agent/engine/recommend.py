@@ -8,9 +8,10 @@ on the sessions it was fitted on):
 - **always-on sets** from the coverage curve: tools ranked by the share of sessions that call
   them; the candidates keep the top k for k on a grid, in `context_rules` mode (sticky discovered
   tools, so a tool called once is sent from then on);
-- **groups** of tools called together: two tools, each called in at most GROUP_MAX_SHARE of the
-  sessions (a tool nearly every session calls belongs in the always-on set), whose calling
-  sessions overlap with a Jaccard index of at least GROUP_JACCARD join one group (connected
+- **groups** of tools called together (learnt in engine/session_learning.py): two tools, each
+  called in at most GROUP_MAX_SHARE of the sessions (a tool nearly every session calls belongs
+  in the always-on set), whose calling sessions overlap with a Jaccard index of at least
+  GROUP_JACCARD join one group (connected
   components; a tool called with no other is a group of its own), and **context rules**: a
   group's keywords are the task-message words (each in at least RULE_SUPPORT fit sessions) after
   which the group is used in at least RULE_PRECISION of those sessions, best first, until they
@@ -90,7 +91,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -108,18 +109,17 @@ from toolscope_agent.engine.render import SEARCH_TOOL, SEARCH_TOOL_NAME
 from toolscope_agent.engine.replay_figures import HARD, Simulation
 from toolscope_agent.engine.replay_pricing import CachePricing
 from toolscope_agent.engine.selection import APPEND_ONLY, FIXED, PER_REQUEST
+from toolscope_agent.engine.session_learning import (
+    by_coverage,
+    compaction_rules,
+    learnt_session_rules,
+    session_groups,
+    session_rules,
+)
 from toolscope_agent.engine.simulation import ReplaySession, SemanticSearch, Shared, simulate
-from toolscope_agent.engine.text import STOPWORDS, words
 from toolscope_agent.engine.tokens import approximate_counter
 
 K_GRID = (*range(17), 20, 24, 32)
-GROUP_JACCARD = 0.5
-GROUP_MAX_SHARE = 0.5
-RULE_SUPPORT = 3
-RULE_PRECISION = 0.3
-RULE_COVERAGE = 0.95
-COMPACT_ABOVE = 4000
-COMPACT_TO = 2000
 MISS_BUDGET = 0.02
 HELD_OUT_LIMIT = 1000  # held-out sessions replayed per candidate, at most (learning.held_out_sample)
 LARGE_CATALOG = 30
@@ -183,10 +183,10 @@ def candidates(catalog: Sequence[Mapping[str, Any]], fit: Sequence[ReplaySession
     section (model and fusion) every candidate searching with toolscope's search gets, when the
     scorer has the model (`evaluate`'s `semantic`)."""
     names = [tool["name"] for tool in catalog if isinstance(tool.get("name"), str)]
-    ranked = _by_coverage(fit, set(names))
-    groups = _groups(fit, ranked)
-    rules = _rules(fit, groups)
-    outputs = {"duplicates": {"suppress": True}, "compaction": _compaction(fit)}
+    ranked = by_coverage(fit, set(names))
+    groups = session_groups(fit, ranked)
+    rules = session_rules(fit, groups)
+    outputs = {"duplicates": {"suppress": True}, "compaction": compaction_rules(fit)}
     found: dict[str, Candidate] = {}  # by what the candidate sends: the first name of each policy kept
 
     def add(name: str, selection: dict[str, Any], family: str = "") -> None:
@@ -225,7 +225,7 @@ def candidates(catalog: Sequence[Mapping[str, Any]], fit: Sequence[ReplaySession
             add(f"progressive menu + top {k}", _selection("progressive", always))
     inner = grouped_split(fit)  # nested in the fit sessions: the held-out ones stay unseen
     weak = _missed_by(catalog, inner, ranked, schema_tokens or {},
-                      lambda sessions: _selection("context_rules", [], *_session_rules(sessions, ranked)))
+                      lambda sessions: _selection("context_rules", [], *learnt_session_rules(sessions, ranked)))
     for k in range(1, len(weak) + 1):
         needed, kept = with_rules(weak[:k])
         add(f"{len(kept)} rules + always-on {k} they miss", _selection("context_rules", weak[:k], needed, kept),
@@ -416,80 +416,6 @@ def _selection(mode: str, always_on: list[str], groups: Mapping[str, list[str]] 
     return selection
 
 
-def _called(session: ReplaySession) -> set[str]:
-    return {call.name for turn in session.turns for call in turn.calls}
-
-
-def _by_coverage(fit: Sequence[ReplaySession], catalog: set[str]) -> list[str]:
-    """Catalog tools by the share of fit sessions calling them, then by name."""
-    sessions = Counter(name for session in fit for name in _called(session) if name in catalog)
-    return [name for name, _ in sorted(sessions.items(), key=lambda item: (-item[1], item[0]))
-            if name != SEARCH_TOOL_NAME]
-
-
-def _groups(fit: Sequence[ReplaySession], ranked: list[str]) -> dict[str, list[str]]:
-    """Connected components of tools whose calling sessions overlap (Jaccard >= GROUP_JACCARD)."""
-    sessions: dict[str, set[int]] = defaultdict(set)
-    for index, session in enumerate(fit):
-        for name in _called(session):
-            sessions[name].add(index)
-    ranked = [name for name in ranked if len(sessions[name]) <= GROUP_MAX_SHARE * len(fit)]
-    parent = {name: name for name in ranked}
-
-    def root(name: str) -> str:
-        while parent[name] != name:
-            parent[name] = parent[parent[name]]
-            name = parent[name]
-        return name
-
-    for i, first in enumerate(ranked):
-        for second in ranked[i + 1:]:
-            a, b = sessions[first], sessions[second]
-            if a and b and len(a & b) / len(a | b) >= GROUP_JACCARD:
-                parent[root(second)] = root(first)
-    components: dict[str, list[str]] = defaultdict(list)
-    for name in ranked:
-        components[root(name)].append(name)
-    return {f"group_{index + 1}": sorted(members) for index, members in enumerate(components.values())}
-
-
-def _rules(fit: Sequence[ReplaySession], groups: Mapping[str, list[str]]) -> list[dict[str, Any]]:
-    """A rule per group: the task-message words after which the group is used (see the module
-    docstring), as whole lowercase words, as a rule's keywords match: not stems."""
-    seen = [{word for turn in session.turns for word in words(turn.message)
-             if len(word) > 2 and not word.isdigit() and word not in STOPWORDS} for session in fit]
-    called = [_called(session) for session in fit]
-    with_word: Counter[str] = Counter(word for words_seen in seen for word in words_seen)
-    rules = []
-    for group, members in groups.items():
-        used = [bool(calls & set(members)) for calls in called]
-        used_with_word: Counter[str] = Counter(word for words_seen, hit in zip(seen, used, strict=True) if hit
-                                               for word in words_seen)
-        precise = sorted((word for word, count in with_word.items()
-                          if count >= RULE_SUPPORT and used_with_word[word] / count >= RULE_PRECISION),
-                         key=lambda word: (-used_with_word[word] / with_word[word], -used_with_word[word], word))
-        keywords: list[str] = []
-        covered: set[int] = set()
-        needed = {i for i, hit in enumerate(used) if hit}
-        for word in precise:
-            if len(covered) >= RULE_COVERAGE * len(needed) or len(keywords) == 8:
-                break
-            gained = {i for i in needed if word in seen[i]} - covered
-            if gained:
-                keywords.append(word)
-                covered |= gained
-        if keywords:
-            rules.append({"name": group, "keywords": sorted(keywords), "regex": None, "groups": [group]})
-    return rules
-
-
-def _session_rules(fit: Sequence[ReplaySession], ranked: list[str]) -> tuple[dict[str, list[str]],
-                                                                           list[dict[str, Any]]]:
-    """Groups and per-session rules (`_groups`, `_rules`) learnt on `fit`."""
-    groups = _groups(fit, _by_coverage(fit, set(ranked)))
-    return groups, _rules(fit, groups)
-
-
 def _inclusive_request_rules(fit: Sequence[ReplaySession], known: set[str]) -> dict[str, Any]:
     """The request rules that send the most (the loosest false discovery rate and precision, after
     calls, the widest rule window) with tool_search always on, learnt on `fit`."""
@@ -514,19 +440,3 @@ def _missed_by(catalog: Sequence[Mapping[str, Any]], inner: tuple[list[ReplaySes
     result = simulate(catalog, {"selection": learn(inner_fit)}, inner_held, schema_tokens=schema_tokens)
     missed = Counter(miss.tool for miss in result.misses if miss.kind == HARD and miss.tool in ranked)
     return sorted(missed, key=lambda name: (-missed[name] / max(1, schema_tokens.get(name, 1)), name))
-
-
-def _compaction(fit: Sequence[ReplaySession]) -> list[dict[str, Any]]:
-    sizes: dict[str, list[int]] = defaultdict(list)
-    for session in fit:
-        for turn in session.turns:
-            for call in turn.calls:
-                if call.output_tokens is not None:
-                    sizes[call.name].append(call.output_tokens)
-    rules = []
-    for name in sorted(sizes):
-        values = sorted(sizes[name])
-        if values[min(len(values) - 1, int(0.95 * len(values)))] > COMPACT_ABOVE:
-            rules.append({"tools": name, "max_tokens": COMPACT_TO, "strategy": "head_tail"})
-    return rules
-

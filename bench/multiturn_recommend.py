@@ -54,7 +54,7 @@ Why each choice:
   whose scenarios the recommendation never saw.
 - **The replay is an agent, not the simulator.** Each request asks `/policy/resolve` with the
   request's task and the state the previous answer returned, updated as the SDK's agent updates
-  it (`SessionState.observe`: the called tool, and a recovered search's result); misses are found
+  it (`SessionState.observe`: the called tool, and a recovered search's whole answer); misses are found
   by the real search endpoint. The simulation is toolscope's own estimate of the same thing: the
   two should agree (issue 25 asks within 0.5 points), and the script reports the difference
   rather than asserting it.
@@ -311,10 +311,12 @@ def replay(client: Any, newer: list[Any], top_k: int) -> dict[str, Any]:
                     figures["recoverable"] += 1
                     category["recoverable"] += 1
                     hint = f"${called}"
-                elif SEARCH_TOOL_NAME in names and task.strip() and called in search(client, task, top_k, figures):
+                elif (SEARCH_TOOL_NAME in names and task.strip()
+                      and called in (found := search(client, task, top_k, figures))):
                     figures["recoverable"] += 1
                     category["recoverable"] += 1
-                    observed.append({"name": SEARCH_TOOL_NAME, "results": [called]})
+                    # The agent's state loads the search's whole answer (the SDK's selector does).
+                    observed.append({"name": SEARCH_TOOL_NAME, "results": found})
                 else:
                     figures["hard"] += 1
                     category["hard"] += 1

@@ -110,6 +110,23 @@ def test_a_recorded_search_loads_what_the_policys_search_answers():
     assert [row.advertised_tokens for row in result.turns] == [50, 350]
 
 
+def test_a_recovered_search_miss_loads_the_searchs_whole_answer_as_the_agent_does():
+    """The model's search for a missed tool answers with the policy's top_k, and the agent's state
+    loads all of it (SessionState.observe of a tool_search call with its results): the next turns
+    send the whole answer, and a second call of the same turn to a tool in that answer is no miss
+    (the one search found both: one round trip)."""
+    session = ReplaySession("s4b", [
+        RecordedTurn(message="run the test suite", advertised=EVERYTHING, input_tokens=1050 + 1000,
+                     calls=[call("run_tests"), call("read_file")]),
+        RecordedTurn(message="run the test suite", advertised=EVERYTHING, calls=[call("run_tests")]),
+    ])
+    result = simulate(CATALOG, policy("tool_search", always_on=["tool_search"]), [session], schema_tokens=COSTS)
+    # The top 2 for the message: run_tests, then read_file (nearest by spelling, as above).
+    assert [(m.turn, m.tool, m.kind) for m in result.misses] == [(0, "run_tests", RECOVERABLE)]
+    assert [row.sent_tokens for row in result.turns] == [50, 50 + 300 + 100]
+    assert result.round_trip_tokens == 50 + 1000
+
+
 def test_a_tool_the_policy_does_not_allow_is_a_hard_miss_even_when_search_would_rank_it():
     session = ReplaySession("s5", [RecordedTurn(message="show the unstaged git changes", calls=[call("git_diff")])])
     search = policy("tool_search", always_on=["tool_search"], allowed=["tool_search", "read_file"])
@@ -186,7 +203,8 @@ def test_cached_selections_and_searches_give_each_session_what_a_replay_of_it_al
 def test_a_recoverable_miss_costs_a_round_trip_that_resends_the_turns_context():
     """Issue 25, item 2: each recoverable miss is one extra model request re-sending the turn's
     context: the policy's schema tokens that turn plus the rest of the recorded input (the
-    turn's estimated input less the schema tokens then advertised), else ROUND_TRIP_CONTEXT_TOKENS."""
+    turn's estimated input less the schema tokens then advertised), else ROUND_TRIP_CONTEXT_TOKENS.
+    Issue 26: so is each hard miss under a policy that sends the search tool (a failed search)."""
     from toolscope_agent.engine.simulation import ROUND_TRIP_CONTEXT_TOKENS
 
     session = ReplaySession("s3", [
@@ -196,9 +214,12 @@ def test_a_recoverable_miss_costs_a_round_trip_that_resends_the_turns_context():
     ])
     search = policy("tool_search", always_on=["read_file", "tool_search"])
     result = simulate(CATALOG, search, [session], schema_tokens=COSTS)
-    # Turn 0: read_file + tool_search sent (150) + 3,000 of history; turn 1's miss is hard: free.
-    assert [row.round_trip_tokens for row in result.turns] == [150 + 3000, 0]
-    assert result.round_trip_tokens == 3150 and result.net_saved_tokens == result.saved_tokens - 3150
+    # Turn 0: read_file + tool_search sent (150) + 3,000 of history. Turn 1's miss is hard, but the
+    # model still searched for edit_file and was answered without it: the same round trip, with
+    # git_diff (found on turn 0) sent too and the history not known (ROUND_TRIP_CONTEXT_TOKENS).
+    assert [row.round_trip_tokens for row in result.turns] == [150 + 3000, 150 + 400 + ROUND_TRIP_CONTEXT_TOKENS]
+    trips = 3150 + 550 + ROUND_TRIP_CONTEXT_TOKENS
+    assert result.round_trip_tokens == trips and result.net_saved_tokens == result.saved_tokens - trips
     assert (result.hard_miss_rate, result.recoverable_miss_rate) == (0.5, 0.5)
     unknown = simulate(CATALOG, search, [ReplaySession("s4", [RecordedTurn(
         message="show the unstaged git changes", advertised=EVERYTHING, calls=[call("git_diff")])])],

@@ -98,7 +98,9 @@ def test_the_providers_own_deferred_loading_keeps_the_head_of_the_prompt_put():
              for n, name in enumerate(["tool_3", "tool_4", "tool_3"])]
 
     def priced(provider_search: bool):
-        policy = {"selection": {"mode": "tool_search", "tool_search": {"provider_search": provider_search}}}
+        # The search answers with one tool, so each search loads only the tool called.
+        policy = {"selection": {"mode": "tool_search",
+                                "tool_search": {"provider_search": provider_search, "top_k": 1}}}
         return simulate(catalog, policy, [ReplaySession("s", turns, model="claude-sonnet-4-5")],
                         schema_tokens={**COSTS, "tool_search": 100}, pricing={"claude-sonnet-4-5": SONNET})
 

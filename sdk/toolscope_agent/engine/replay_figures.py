@@ -30,7 +30,8 @@ class TurnFigures:
     calls: int
     misses: int
     round_trip_tokens: int = 0
-    """What this turn's recoverable misses add: one request re-sending the turn's context each."""
+    """What this turn's misses add: one request re-sending the turn's context for each recoverable
+    miss, and for each hard miss when the policy sends the search tool (a search that failed)."""
 
 
 @dataclass
@@ -75,7 +76,7 @@ class Simulation:
     # In dollars under the provider's prompt cache, when `simulate` was given prices (input tokens
     # only: the output is the model's, whatever the policy sends), over the priced sessions.
     recorded_dollars: float = 0.0  # the requests as recorded, with the tools advertised then
-    policy_dollars: float = 0.0  # under the policy, its recoverable misses' round trips included
+    policy_dollars: float = 0.0  # under the policy, its misses' round trips included
     priced_sessions: int = 0
     cache_breaks: int = 0  # policy requests whose tool list differs from the one before (a new prefix)
     recorded_cache_breaks: int = 0  # the same, as recorded

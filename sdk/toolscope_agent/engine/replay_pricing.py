@@ -46,7 +46,7 @@ class PricedRequest(NamedTuple):
     sent: int
     rest: int  # the recorded conversation after the tool list
     policy_rest: int  # the policy's: with what a native search loaded into it
-    trips: int  # recoverable misses: the request sent again
+    trips: int  # round trips (recoverable misses, failed searches): the request sent again
 
 
 @dataclass(frozen=True)

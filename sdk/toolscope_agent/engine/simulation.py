@@ -19,8 +19,10 @@ by turn with the state the agent would keep (engine/selection.SessionState):
   round trip (`recovery_round_trips`), priced in `round_trip_tokens`: the extra request re-sends
   the turn's context, i.e. what the policy sends that turn (its schema tokens) plus the rest of
   the turn's input (system prompt and history: the recorded `input_tokens` less the schema
-  tokens advertised then; ROUND_TRIP_CONTEXT_TOKENS when the turn's input is not known).
-  `net_saved_tokens` is the schema tokens saved less those;
+  tokens advertised then; ROUND_TRIP_CONTEXT_TOKENS when the turn's input is not known). A hard
+  miss under a policy that sends the `tool_search` tool costs the same round trip: the model
+  searched for the tool and was answered without it (what it does next, the task failing or
+  going another way, is not priced). `net_saved_tokens` is the schema tokens saved less those;
 - the policy's `outputs` rules price each call's output: a repeat of an earlier output of the
   session, with duplicates suppressed, saves its tokens less the placeholder's; any other output
   over its limit (the first compaction rule matching the tool, or the tool's
@@ -28,7 +30,8 @@ by turn with the state the agent would keep (engine/selection.SessionState):
   exactly its budget; the real compactor lands at or under it;
 - then the state learns what the turn did, as the agent's would: every called tool is discovered
   (and, in progressive mode, activated); a recorded `tool_search` call loads what the policy's
-  search answers for its query; a recovered search miss loads its tool. A hard miss still counts
+  search answers for its query; so does a recovered search miss (the search asked with the task
+  message: its whole answer, the missed tool among it). A hard miss still counts
   the call as made (a gateway forwards it), so a sticky policy sends the tool afterwards.
 
 Nothing here reads a clock or iterates a set into the output: equal input, equal figures. The
@@ -225,25 +228,30 @@ class _Replay:
             # each recovered search miss a search call before it that loads the tool).
             called: list[str] = []
             loaded: list[str] = []
-            misses = recovered = 0
+            misses = recovered = failed = 0
+            searchable = SEARCH_TOOL_NAME in sent
             for call in turn.calls:
                 tool = result.tools.get(call.name)
                 if tool is None:
                     tool = result.tools[call.name] = ToolFigures()
                 tool.calls += 1
                 self._price_output(call, tool, result)
-                if call.name not in sent:
-                    miss = self._miss(session.key, index, call.name, message, deferred, SEARCH_TOOL_NAME in sent)
+                # A tool a search of this turn already answered with is not missed again.
+                if call.name not in sent and call.name not in loaded:
+                    miss = self._miss(session.key, index, call.name, message, deferred, searchable)
                     result.misses.append(miss)
                     misses += 1
                     if miss.kind == HARD:
                         tool.hard += 1
+                        failed += searchable  # the model searched for it, and found nothing it could use
                     else:
                         tool.recoverable += 1
                         recovered += 1
                     if miss.path == "search":
+                        # The search the model made loads its whole answer, as the agent's state
+                        # does (SessionState.observe of a tool_search call with its results).
                         called.append(SEARCH_TOOL_NAME)
-                        loaded.append(call.name)
+                        loaded.extend(self._search(message))
                 if call.name:  # a nameless call is counted, never learnt (as observe skips it)
                     called.append(call.name)
                 if call.name == SEARCH_TOOL_NAME:
@@ -252,10 +260,10 @@ class _Replay:
             state.record(called, loaded, turn.model_output, hint_prefix=self.settings.hint_prefix)
             advertised = self._advertised_tokens(turn)
             round_trips = 0
-            if recovered:
+            if recovered or failed:
                 rest = (max(0, turn.input_tokens - advertised) if turn.input_tokens is not None
                         else ROUND_TRIP_CONTEXT_TOKENS)
-                round_trips = recovered * (cost + rest)
+                round_trips = (recovered + failed) * (cost + rest)
             result.turns.append(TurnFigures(
                 session=session.key, turn=index, sent_tokens=cost, sent_tools=len(sent), calls=len(turn.calls),
                 advertised_tokens=advertised, misses=misses, round_trip_tokens=round_trips))
@@ -273,7 +281,8 @@ class _Replay:
                 # A request whose time is not known is taken as sent right after the one before.
                 sent_at = turn.at if turn.at is not None else (priced[-1].at if priced else 0.0)
                 priced.append(PricedRequest(sent_at, self._list_key(turn.advertised), advertised,
-                                            "\x1f".join(head), head_cost, rest, rest + loaded_tokens, recovered))
+                                            "\x1f".join(head), head_cost, rest, rest + loaded_tokens,
+                                            recovered + failed))
         if pricing is not None:
             self._price(priced, pricing, result, self.shared.recorded_dollars(session, pricing, priced))
 

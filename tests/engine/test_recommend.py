@@ -120,7 +120,8 @@ def test_the_same_policy_is_a_candidate_once_under_its_first_name():
     found = candidates(CATALOG, history("f", 12), schema_tokens=COSTS)
     sent = [(c.selection["mode"], sorted(c.selection["always_on"]), c.selection["context_rules"],
              c.selection["tool_search"].get("provider_search", False), c.selection.get("tool_list"),
-             c.selection["tool_search"].get("defer_loading", False)) for c in found]
+             c.selection["tool_search"].get("defer_loading", False), c.selection["tool_search"]["top_k"])
+            for c in found]
     assert len(sent) == len({repr(key) for key in sent})
     assert "always-on top 2 + 1 rules" in {c.name for c in found}
 

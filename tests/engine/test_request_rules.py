@@ -18,7 +18,7 @@ from toolscope_agent.engine.learning import (
     task_examples,
     word_associations,
 )
-from toolscope_agent.engine.recommend import candidates, evaluate, refitted
+from toolscope_agent.engine.recommend import SEARCH_TOP_KS, candidates, evaluate, refitted
 from toolscope_agent.engine.selection import TASK_CHARS, SessionState, search_tool_added, select_tools
 from toolscope_agent.engine.simulation import RecordedCall, RecordedTurn, ReplaySession, simulate
 
@@ -183,8 +183,8 @@ def test_candidates_include_request_rules_with_and_without_search_and_window():
     assert {c.selection["rule_window"] for c in learnt} == {1, 2}
     assert len(learnt) % 2 == 0
     searching = [c for c in learnt if "tool_search" in c.selection["always_on"]]
-    assert searching and all(c.selection["mode"] == "context_rules" and c.selection["tool_search"]["top_k"] == 20
-                             for c in searching)
+    assert searching and all(c.selection["mode"] == "context_rules" for c in searching)
+    assert {c.selection["tool_search"]["top_k"] for c in searching} == set(SEARCH_TOP_KS) == {20}
     # The same rules, learnt from the instruction that led to each call, read with one or two tasks.
     by_window = {window: [c.selection["context_rules"] for c in learnt if c.selection["rule_window"] == window]
                  for window in (1, 2)}

@@ -127,6 +127,12 @@ FDR_ALPHAS = (FDR_ALPHA, 0.5)  # the learning module's 5%, and a looser rate the
 RULE_PRECISIONS = (0.05, 0.2, 0.3, 0.45)
 RULE_WINDOWS = (1, 2)
 SEARCH_TOP_KS = (20,)
+"""How many tools toolscope's search answers with. Every tool of an answer is loaded (into the list,
+or into the conversation when deferred), so a short answer costs less and finds less. Five (the
+providers' own: Anthropic's tool search answers with three to five) was tried beside twenty on
+BFCL's multi-turn sessions (bench/RESULTS.md, 2026-12-04): it missed too much to be recommended
+(3.45% hard misses at best, against 0.00-0.88% with twenty) and took the candidates from 247 to
+360."""
 CORE_K = (0, 4, 8)  # tools the most inclusive rules and the search both miss, kept always on
 PROGRESSIVE_K = (0, 2, 4, 8, 16)
 # Cache-keeping shapes (selection.tool_list): every tool once sent kept for the session, or the
@@ -218,9 +224,9 @@ def candidates(catalog: Sequence[Mapping[str, Any]], fit: Sequence[ReplaySession
                 add(f"provider's deferred loading + top {k}",
                     _selection("tool_search", [*always, SEARCH_TOOL_NAME], provider_search=True))
                 # the same loading with toolscope's search (the client answers with references)
-                add(f"deferred loading + top {k}, toolscope's search top {max(SEARCH_TOP_KS)}",
-                    _selection("tool_search", [*always, SEARCH_TOOL_NAME], top_k=max(SEARCH_TOP_KS),
-                               defer_loading=True))
+                for top_k in SEARCH_TOP_KS:
+                    add(f"deferred loading + top {k}, toolscope's search top {top_k}",
+                        _selection("tool_search", [*always, SEARCH_TOOL_NAME], top_k=top_k, defer_loading=True))
         if k in PROGRESSIVE_K:
             add(f"progressive menu + top {k}", _selection("progressive", always))
     inner = grouped_split(fit)  # nested in the fit sessions: the held-out ones stay unseen

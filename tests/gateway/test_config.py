@@ -34,7 +34,7 @@ def test_the_clients_mcp_servers_json_is_read_with_variables_from_the_environmen
                                                               {"Authorization": "Bearer t0k"})
     assert config.toolscope is not None
     assert (config.toolscope.api_key, config.toolscope.label) == ("tsk_live_1", "staging")
-    assert (config.prefix, config.separator) == ("collisions", "_")
+    assert (config.prefix, config.separator, config.startup_wait) == ("collisions", "_", 10.0)
 
 
 @pytest.mark.parametrize(("change", "named"), [
@@ -48,6 +48,8 @@ def test_the_clients_mcp_servers_json_is_read_with_variables_from_the_environmen
      "`toolscope.apiKey` names the environment variable MISSING"),
     ({"toolscope": {"url": "toolscope.example.com", "apiKey": "k"}}, "`toolscope.url`"),
     ({"names": {"prefix": "sometimes"}}, "`names.prefix`"),
+    ({"startupWait": "10"}, "`startupWait`"),
+    ({"startupWait": -1}, "`startupWait`"),
 ])
 def test_a_bad_field_is_named(change, named):
     data = {"mcpServers": {"git": {"command": "mcp-server-git"}}, **change}

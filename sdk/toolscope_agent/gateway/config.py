@@ -19,6 +19,11 @@ in any string are read from the environment, so keys stay out of the file. Witho
 `toolscope` section the gateway records nothing and applies `policy` (a policy document as
 GET /api/v1/policy serves one), or serves every tool.
 
+`startupWait` (seconds, default 10): how long the gateway waits for its servers, all started at
+once, before it answers `initialize`; a server still starting then joins later, its tools
+announced with `notifications/tools/list_changed`. A server that exits is started again (1 s,
+then doubling up to 60 s), its tools withdrawn meanwhile.
+
 `names.prefix`: "collisions" (default) prefixes a tool with its server's name only where two
 servers list the same name; "always" prefixes every tool; "never" keeps upstream names (the
 first server listing a name wins, and the gateway logs the others).
@@ -73,6 +78,7 @@ class GatewayConfig:
     prefix: str = "collisions"
     separator: str = "_"
     policy: Mapping[str, Any] | None = None
+    startup_wait: float = 10.0
 
 
 def load_config(path: str | Path, environ: Mapping[str, str] | None = None) -> GatewayConfig:
@@ -107,8 +113,12 @@ def parse_config(data: Any, environ: Mapping[str, str]) -> GatewayConfig:
     policy = data.get("policy")
     if policy is not None and not (isinstance(policy, dict) and isinstance(policy.get("selection", {}), dict)):
         raise ConfigError("`policy` must be a policy document: an object with a `selection` object")
+    startup_wait = data.get("startupWait", 10.0)
+    if isinstance(startup_wait, bool) or not isinstance(startup_wait, (int, float)) or not 0 <= startup_wait <= 600:
+        raise ConfigError("`startupWait` must be a number of seconds from 0 to 600")
     return GatewayConfig(
         servers=tuple(_server(name, entry) for name, entry in servers.items()),
+        startup_wait=float(startup_wait),
         toolscope=_toolscope(data.get("toolscope")),
         prefix=prefix,
         separator=separator,

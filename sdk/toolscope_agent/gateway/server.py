@@ -29,7 +29,7 @@ import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Mapping
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,7 +49,7 @@ from toolscope_agent.engine.redaction import redact_text
 from toolscope_agent.engine.render import RETRIEVE_TOOL, SEARCH_TOOL, SEARCH_TOOL_NAME, menu_text
 from toolscope_agent.engine.search import answer_text
 from toolscope_agent.gateway.config import GatewayConfig
-from toolscope_agent.gateway.upstream import Upstream
+from toolscope_agent.gateway.upstream import ServerDown, Upstream
 from toolscope_agent.policy import DEFAULT_POLICY, PolicyCache
 from toolscope_agent.selector import ToolSelector
 from toolscope_agent.session import Session
@@ -107,18 +107,29 @@ class Gateway:
         self._wire: dict[str, types.Tool] = {}
         self._tasks: anyio.abc.TaskGroup | None = None
         self.stats = {"calls": 0, "misses": 0, "list_changed": 0}
+        self._started = False  # routes are built once `running` has waited for the servers
+        self._gone: dict[str, str] = {}  # exposed tool name -> server, for tools of a stopped server
 
     # -- lifecycle ----------------------------------------------------------------------------
 
     @asynccontextmanager
     async def running(self) -> AsyncIterator[Gateway]:
-        """Upstreams connected and listed, the policy loaded (at most its timeout), the catalogs
-        registered in the background; on exit, every client's session ended and telemetry
-        flushed."""
-        async with AsyncExitStack() as stack:  # upstreams entered and left in this task, in order
+        """Upstreams started at once and supervised (each in its own task: Upstream.run), served
+        when all have started or failed, or after `startupWait` (a slower one joins later with
+        `list_changed`); the policy loaded (at most its timeout), the catalogs registered in the
+        background; on exit, every client's session ended and telemetry flushed."""
+        async with anyio.create_task_group() as tasks:
+            self._tasks = tasks
             for upstream in self.upstreams.values():
-                await self._start(upstream, stack)
-            tasks = self._tasks = await stack.enter_async_context(anyio.create_task_group())
+                tasks.start_soon(upstream.run)
+            with anyio.move_on_after(self.config.startup_wait):
+                for upstream in self.upstreams.values():
+                    await upstream.settled.wait()
+            for upstream in self.upstreams.values():
+                if not upstream.settled.is_set():
+                    logger.warning("upstream %s has not started after %.0f s: its tools join when it does",
+                                   upstream.name, self.config.startup_wait)
+            self._started = True
             self._route()
             if isinstance(self.policy, PolicyCache):
                 await anyio.to_thread.run_sync(self.policy.get)
@@ -131,18 +142,13 @@ class Gateway:
                 tasks.cancel_scope.cancel()
                 self._close_all()
 
-    async def _start(self, upstream: Upstream, stack: AsyncExitStack) -> None:
-        """Connect one upstream; one that fails to start is left out (logged), the others serve."""
-        own = AsyncExitStack()
-        await own.__aenter__()
-        try:
-            await upstream.start(own)
-        except Exception as exc:
-            await own.aclose()
-            upstream.tools = []
-            logger.error("upstream %s did not start, its tools are left out: %s", upstream.name, _reason(exc))
-            return
-        stack.push_async_exit(own)
+    def instructions(self) -> str | None:
+        """The servers' own instructions, each under its server's name (what each would have told
+        the client directly), for the gateway's `initialize` answer."""
+        parts = [f"## {name}\n{upstream.instructions.strip()}" for name, upstream in self.upstreams.items()
+                 if upstream.instructions.strip()]
+        return ("Tools from several MCP servers, through toolscope-mcp. Their instructions:\n\n"
+                + "\n\n".join(parts)) if parts else None
 
     def _close_all(self) -> None:
         for state in self.clients.values():
@@ -157,8 +163,9 @@ class Gateway:
         gateway = self
 
         @asynccontextmanager
-        async def lifespan(_server: Server[Gateway]) -> AsyncIterator[Gateway]:
+        async def lifespan(server: Server[Gateway]) -> AsyncIterator[Gateway]:
             async with gateway.running():
+                server.instructions = gateway.instructions()
                 yield gateway
 
         return _GatewayServer("toolscope-mcp", version=__version__, lifespan=lifespan,
@@ -206,7 +213,13 @@ class Gateway:
             logger.warning("could not register the catalog with toolscope: %s", exc)
 
     async def _upstream_changed(self, upstream: Upstream) -> None:
+        if not self._started:  # still starting: `running` routes every server at once
+            return
+        before = {name: route.server for name, route in self.routes.items()}
         self._route()
+        self._gone = {**{name: server for name, server in self._gone.items() if name not in self.routes},
+                      **{name: server for name, server in before.items()
+                         if name not in self.routes and not self.upstreams[server].running}}
         if self._tasks is not None:
             self._tasks.start_soon(self._register_catalog)
         for state in list(self.clients.values()):
@@ -322,6 +335,13 @@ class Gateway:
                 return _text(original)
             if name == ACTIVATE_TOOL_NAME:
                 return await self._activate(state, arguments)
+            gone = self._gone.get(name)
+            if gone is not None:
+                upstream = self.upstreams[gone]
+                self._record(state, name, arguments, f"server {gone} is not running", "error", 0.0, "not_required")
+                return _text(f"The tool {name} belongs to the MCP server {gone}, which is not running "
+                             f"({upstream.failure or 'stopped'}); toolscope-mcp is restarting it. Try again "
+                             "shortly, or use another tool.", error=True)
             self._record(state, name, arguments, f"Unknown tool: {name}", "unknown_tool", 0.0, "not_required")
             return _text(f"There is no tool named {name}. Use one of the tools listed.", error=True)
         route = self.routes[name]
@@ -344,6 +364,12 @@ class Gateway:
         started = time.perf_counter()
         try:
             result = await self.upstreams[route.server].call(route.name, arguments, ctx.meta)
+        except ServerDown as exc:
+            duration = (time.perf_counter() - started) * 1000
+            self._record(state, name, arguments, f"server {route.server} is not running: {exc}", "error", duration,
+                         approval)
+            return _text(f"The MCP server {route.server}, which runs {name}, is not running ({exc}); "
+                         "toolscope-mcp is restarting it. Try again shortly.", error=True)
         except MCPError as exc:
             duration = (time.perf_counter() - started) * 1000
             self._record(state, name, arguments, exc.error.message, "error", duration, approval)
@@ -435,13 +461,6 @@ class _GatewayServer(Server[Gateway]):
                                       extensions: Any = None) -> Any:
         return super().create_initialization_options(notification_options or NotificationOptions(tools_changed=True),
                                                      experimental_capabilities, extensions)
-
-
-def _reason(exc: BaseException) -> str:
-    """The innermost message of an exception (anyio wraps a task's failure in groups)."""
-    while getattr(exc, "exceptions", None):
-        exc = exc.exceptions[0]  # type: ignore[attr-defined]
-    return f"{type(exc).__name__}: {exc}"
 
 
 def _wire_tool(tool: Mapping[str, Any]) -> types.Tool:

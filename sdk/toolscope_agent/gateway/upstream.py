@@ -1,17 +1,28 @@
 """One upstream MCP server: started over stdio or reached over Streamable HTTP with the official
-client, its tools listed (every page), its calls forwarded, its `tools/list_changed` followed."""
+client, its tools listed (every page), its calls forwarded, its `tools/list_changed` followed.
+
+`run()` supervises it for the gateway's lifetime: it connects, then pings the server every
+PING_SECONDS; when the server exits (a ping or a call finds the connection closed) its tools are
+withdrawn (the gateway tells its clients: `list_changed`), and it is started again after a
+backoff (RESTART_BACKOFF doubling to RESTART_BACKOFF_MAX), its tools coming back the same way.
+The first attempt sets `settled`, so the gateway can start every server at once and wait for all
+of them, a slow one only so long (the configuration's `startupWait`)."""
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AsyncExitStack
 from typing import Any
 
+import anyio
 import httpx2
 import mcp.types as types
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+from mcp.types import CONNECTION_CLOSED
 
 from toolscope_agent._version import __version__
 from toolscope_agent.gateway.config import ServerConfig
@@ -22,6 +33,15 @@ CLIENT_INFO = types.Implementation(name="toolscope-mcp", version=__version__)
 # Forwarded from a client's request `_meta` to the upstream call: W3C trace context only, never
 # the protocol's own `io.modelcontextprotocol/*` keys.
 TRACE_KEYS = ("traceparent", "tracestate")
+PING_SECONDS = 2.0
+"""How often a running server is pinged: a server that exited is noticed this soon at the latest."""
+RESTART_BACKOFF = 1.0
+RESTART_BACKOFF_MAX = 60.0
+
+
+class ServerDown(Exception):
+    """A call to a server that is not running (it has not started yet, or it exited and is being
+    started again)."""
 
 
 class Upstream:
@@ -30,7 +50,62 @@ class Upstream:
         self.name = config.name
         self.session: ClientSession | None = None
         self.tools: list[dict[str, Any]] = []
+        self.instructions = ""
+        self.settled = anyio.Event()  # the first start attempt is over (started or failed)
+        self.failure = ""  # why it is not running, when it is not
+        self.restarts = 0
         self._on_change = on_change
+        self._closed = anyio.Event()
+
+    async def run(self) -> None:
+        """Start the server and keep it running (see the module's docstring); cancelled with
+        the gateway. Connection and shutdown happen in this task, as the client requires."""
+        backoff = RESTART_BACKOFF
+        while True:
+            self._closed = anyio.Event()
+            began = time.monotonic()
+            try:
+                async with AsyncExitStack() as stack:
+                    await self.start(stack)
+                    self.failure = ""
+                    await self._on_change(self)  # a no-op while the gateway is starting
+                    self.settled.set()
+                    async with anyio.create_task_group() as watching:
+                        watching.start_soon(self._ping)
+                        await self._closed.wait()
+                        watching.cancel_scope.cancel()
+                    self.failure = "it exited"
+            except Exception as exc:  # it did not start, or its connection broke while closing
+                self.failure = self.failure or _reason(exc)
+            first = not self.settled.is_set()
+            self.settled.set()
+            had_tools = bool(self.tools)
+            self.session, self.tools = None, []
+            if first:
+                logger.error("upstream %s did not start, its tools are left out: %s", self.name, self.failure)
+            else:
+                logger.error("upstream %s stopped (%s): its tools are withdrawn, restarting in %.0f s",
+                             self.name, self.failure, backoff)
+            if had_tools:
+                await self._on_change(self)
+            if time.monotonic() - began > RESTART_BACKOFF_MAX:  # it ran a while: start over quickly
+                backoff = RESTART_BACKOFF
+            await anyio.sleep(backoff)
+            backoff = min(backoff * 2, RESTART_BACKOFF_MAX)
+            self.restarts += 1
+
+    async def _ping(self) -> None:
+        while self.session is not None:
+            await anyio.sleep(PING_SECONDS)
+            try:
+                await self.session.send_ping()
+            except MCPError as exc:
+                self._lost(exc)
+                return
+
+    def _lost(self, exc: MCPError) -> None:
+        if exc.error.code == CONNECTION_CLOSED:
+            self._closed.set()
 
     async def start(self, stack: AsyncExitStack) -> None:
         """Connect (in the task that owns `stack`), initialise and list the tools."""
@@ -44,7 +119,8 @@ class Upstream:
             read, write = await stack.enter_async_context(streamable_http_client(self.config.url, http_client=http))
         self.session = await stack.enter_async_context(_PassThroughSession(
             read, write, message_handler=self._message, client_info=CLIENT_INFO))
-        await self.session.initialize()
+        initialized = await self.session.initialize()
+        self.instructions = initialized.instructions or ""
         self.tools = await self.list_tools()
         logger.info("upstream %s: %d tools", self.name, len(self.tools))
 
@@ -60,12 +136,27 @@ class Upstream:
             if not cursor:
                 return tools
 
+    @property
+    def running(self) -> bool:
+        return self.session is not None and not self._closed.is_set()
+
     async def call(self, name: str, arguments: dict[str, Any] | None, meta: Mapping[str, Any] | None,
                    ) -> types.CallToolResult:
-        assert self.session is not None
+        """Forward a call. Raises ServerDown when the server is not running (or stops during the
+        call), MCPError when it refuses the call."""
+        session = self.session
+        if session is None or self._closed.is_set():
+            raise ServerDown(self.failure or "it has not started")
         trace = {key: meta[key] for key in TRACE_KEYS if meta and isinstance(meta.get(key), str)}
         forwarded = types.RequestParamsMeta(**trace)  # type: ignore[typeddict-item]  # extra_items=Any
-        return await self.session.call_tool(name, arguments, meta=forwarded or None)
+        try:
+            return await session.call_tool(name, arguments, meta=forwarded or None)
+        except MCPError as exc:
+            if exc.error.code == CONNECTION_CLOSED:
+                self.failure = "it exited during a call"
+                self._lost(exc)
+                raise ServerDown(self.failure) from exc
+            raise
 
     async def _message(self, message: Any) -> None:
         if isinstance(message, types.ToolListChangedNotification):
@@ -83,3 +174,10 @@ class _PassThroughSession(ClientSession):
 
     async def validate_tool_result(self, name: str, result: types.CallToolResult) -> None:
         return None
+
+
+def _reason(exc: BaseException) -> str:
+    """The innermost message of an exception (anyio wraps a task's failure in groups)."""
+    while getattr(exc, "exceptions", None):
+        exc = exc.exceptions[0]  # type: ignore[attr-defined]
+    return f"{type(exc).__name__}: {exc}"

@@ -106,7 +106,7 @@ class RecordingSession:
     def __init__(self) -> None:
         self.calls: list[tuple[str, object, object]] = []
 
-    async def call_tool(self, name, arguments, *, meta=None):
+    async def call_tool(self, name, arguments, *, progress_callback=None, meta=None):
         self.calls.append((name, arguments, meta))
         return types.CallToolResult(content=[types.TextContent(text="ok")])
 

@@ -28,6 +28,7 @@ import json
 import logging
 import time
 import uuid
+import warnings
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -39,8 +40,9 @@ import anyio.to_thread
 import mcp.types as types
 from mcp.server import NotificationOptions, Server, ServerRequestContext
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
-from mcp.shared.exceptions import MCPError
-from mcp.shared.subscriptions import ToolsListChanged
+from mcp.shared.dispatcher import ProgressFnT
+from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
+from mcp.shared.subscriptions import PromptsListChanged, ResourcesListChanged, ToolsListChanged
 
 from toolscope_agent._version import __version__
 from toolscope_agent.client import Client
@@ -49,6 +51,7 @@ from toolscope_agent.engine.redaction import redact_text
 from toolscope_agent.engine.render import RETRIEVE_TOOL, SEARCH_TOOL, SEARCH_TOOL_NAME, menu_text
 from toolscope_agent.engine.search import answer_text
 from toolscope_agent.gateway.config import GatewayConfig
+from toolscope_agent.gateway.passthrough import Directory, PassThrough
 from toolscope_agent.gateway.upstream import ServerDown, Upstream
 from toolscope_agent.policy import DEFAULT_POLICY, PolicyCache
 from toolscope_agent.selector import ToolSelector
@@ -79,12 +82,13 @@ class ClientState:
     selector: ToolSelector
     session: Session | None
     advertised: set[str] = field(default_factory=set)
+    subscriptions: set[str] = field(default_factory=set)  # resource URIs (as the client knows them)
     server_session: Any = None  # the last request's ServerSession: notifications go through it
     seen: float = field(default_factory=time.monotonic)
     misses: int = 0
 
 
-class Gateway:
+class Gateway(PassThrough):
     def __init__(self, config: GatewayConfig, *, transport: str = "stdio",
                  policy: PolicyCache | Mapping[str, Any] | None = None, client: Client | None = None) -> None:
         """`policy` and `client` default to what the configuration's toolscope section gives
@@ -100,7 +104,9 @@ class Gateway:
         elif policy is None:
             policy = config.policy if config.policy is not None else DEFAULT_POLICY
         self.policy, self.client = policy, client
-        self.upstreams = {server.name: Upstream(server, self._upstream_changed) for server in config.servers}
+        self.upstreams = {server.name: Upstream(server, self._upstream_changed, self._pass_on)
+                          for server in config.servers}
+        self.directory = Directory()
         self.routes: dict[str, Route] = {}
         self.clients: dict[str, ClientState] = {}
         self.bus = InMemorySubscriptionBus()
@@ -166,11 +172,22 @@ class Gateway:
         async def lifespan(server: Server[Gateway]) -> AsyncIterator[Gateway]:
             async with gateway.running():
                 server.instructions = gateway.instructions()
+                if isinstance(server, _GatewayServer):  # options made before the servers started (stdio)
+                    for options in server.issued or ():
+                        options.instructions = server.instructions
+                    server.issued = None  # those made from now on have them
                 yield gateway
 
-        return _GatewayServer("toolscope-mcp", version=__version__, lifespan=lifespan,
-                              on_list_tools=self.on_list_tools, on_call_tool=self.on_call_tool,
-                              on_subscriptions_listen=ListenHandler(self.bus))
+        with warnings.catch_warnings():  # logging is deprecated from 2026-07-28; older clients use it
+            warnings.simplefilter("ignore", MCPDeprecationWarning)
+            return _GatewayServer(
+                "toolscope-mcp", version=__version__, lifespan=lifespan,
+                on_list_tools=self.on_list_tools, on_call_tool=self.on_call_tool,
+                on_list_resources=self.on_list_resources, on_list_resource_templates=self.on_list_resource_templates,
+                on_read_resource=self.on_read_resource, on_subscribe_resource=self.on_subscribe_resource,
+                on_unsubscribe_resource=self.on_unsubscribe_resource, on_list_prompts=self.on_list_prompts,
+                on_get_prompt=self.on_get_prompt, on_completion=self.on_completion,
+                on_set_logging_level=self.on_set_logging_level, on_subscriptions_listen=ListenHandler(self.bus))
 
     # -- the catalog --------------------------------------------------------------------------
 
@@ -191,6 +208,8 @@ class Gateway:
                 continue
             routes[exposed] = Route(server, tool["name"], {**tool, "name": exposed})
         self.routes = routes
+        self.directory = Directory.build(self.upstreams.values(), prefix=self.config.prefix,
+                                         separator=self.config.separator)
         self._wire = {name: types.Tool.model_validate(route.tool) for name, route in routes.items()}
         for synthetic in (SEARCH_TOOL, RETRIEVE_TOOL, self._activate_tool("")):
             if synthetic["name"] not in routes:
@@ -212,8 +231,14 @@ class Gateway:
         except Exception as exc:  # toolscope down or the key lacks ingest: serve anyway
             logger.warning("could not register the catalog with toolscope: %s", exc)
 
-    async def _upstream_changed(self, upstream: Upstream) -> None:
+    async def _upstream_changed(self, upstream: Upstream, what: str) -> None:
         if not self._started:  # still starting: `running` routes every server at once
+            return
+        if what in ("resources", "prompts"):
+            self._route()
+            for state in list(self.clients.values()):
+                await self._notify_list(state, what)
+            await self.bus.publish(ResourcesListChanged() if what == "resources" else PromptsListChanged())
             return
         before = {name: route.server for name, route in self.routes.items()}
         self._route()
@@ -224,6 +249,12 @@ class Gateway:
             self._tasks.start_soon(self._register_catalog)
         for state in list(self.clients.values()):
             await self._notify(state)
+        if what == "all":  # it started or stopped: its resources and prompts came or went too
+            for state in list(self.clients.values()):
+                await self._notify_list(state, "resources")
+                await self._notify_list(state, "prompts")
+            await self.bus.publish(ResourcesListChanged())
+            await self.bus.publish(PromptsListChanged())
 
     # -- clients ------------------------------------------------------------------------------
 
@@ -275,6 +306,15 @@ class Gateway:
         if state.server_session is not None:
             await state.server_session.send_tool_list_changed()
         await self.bus.publish(ToolsListChanged())
+
+    @staticmethod
+    async def _notify_list(state: ClientState, what: str) -> None:
+        if state.server_session is None:
+            return
+        if what == "resources":
+            await state.server_session.send_resource_list_changed()
+        else:
+            await state.server_session.send_prompt_list_changed()
 
     # -- tools/list -----------------------------------------------------------------------------
 
@@ -363,7 +403,7 @@ class Gateway:
                              error=True)
         started = time.perf_counter()
         try:
-            result = await self.upstreams[route.server].call(route.name, arguments, ctx.meta)
+            result = await self.upstreams[route.server].call(route.name, arguments, ctx.meta, _progress(ctx))
         except ServerDown as exc:
             duration = (time.perf_counter() - started) * 1000
             self._record(state, name, arguments, f"server {route.server} is not running: {exc}", "error", duration,
@@ -453,14 +493,40 @@ class Gateway:
 
 
 class _GatewayServer(Server[Gateway]):
-    """Declares `tools.listChanged`: the Streamable HTTP session manager asks for the default
-    initialization options, which would not."""
+    """Declares `listChanged` for tools, resources and prompts: the Streamable HTTP session
+    manager asks for the default initialization options, which would not. Keeps the options it
+    made (`issued`): the servers' instructions join them once the servers have started."""
+
+    issued: list[Any] | None
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.issued = []
 
     def create_initialization_options(self, notification_options: NotificationOptions | None = None,
                                       experimental_capabilities: dict[str, dict[str, Any]] | None = None,
                                       extensions: Any = None) -> Any:
-        return super().create_initialization_options(notification_options or NotificationOptions(tools_changed=True),
-                                                     experimental_capabilities, extensions)
+        options = notification_options or NotificationOptions(tools_changed=True, resources_changed=True,
+                                                              prompts_changed=True)
+        made = super().create_initialization_options(options, experimental_capabilities, extensions)
+        if self.issued is not None:
+            self.issued.append(made)
+        return made
+
+
+def _progress(ctx: ServerRequestContext[Any]) -> ProgressFnT | None:
+    """What passes a server's progress on to the client, when the client asked for progress."""
+    meta: Mapping[str, Any] = ctx.meta or {}
+    token = meta.get("progressToken", meta.get("progress_token"))
+    if not isinstance(token, (str, int)) or isinstance(token, bool):
+        return None
+    session, request_id = ctx.session, ctx.request_id
+
+    async def forward(progress: float, total: float | None, message: str | None) -> None:
+        await session.send_progress_notification(token, progress, total, message,
+                                                 related_request_id=str(request_id) if request_id is not None else None)
+
+    return forward
 
 
 def _wire_tool(tool: Mapping[str, Any]) -> types.Tool:

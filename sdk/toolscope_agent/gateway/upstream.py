@@ -21,6 +21,7 @@ import httpx2
 import mcp.types as types
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
 from mcp.types import CONNECTION_CLOSED
 
@@ -44,17 +45,30 @@ class ServerDown(Exception):
     started again)."""
 
 
+Changed = Callable[["Upstream", str], Awaitable[None]]
+"""Told what of a server's changed: "tools", "resources" (and templates), "prompts" or "all"
+(it started or stopped)."""
+Noticed = Callable[["Upstream", Any], Awaitable[None]]
+"""Told of a notification to pass on: a resource updated, or a log message."""
+
+
 class Upstream:
-    def __init__(self, config: ServerConfig, on_change: Callable[[Upstream], Awaitable[None]]) -> None:
+    def __init__(self, config: ServerConfig, on_change: Changed, on_notice: Noticed | None = None) -> None:
         self.config = config
         self.name = config.name
         self.session: ClientSession | None = None
         self.tools: list[dict[str, Any]] = []
+        # What else it serves (issue 27, item 1), as it sent them, every page.
+        self.resources: list[types.Resource] = []
+        self.templates: list[types.ResourceTemplate] = []
+        self.prompts: list[types.Prompt] = []
+        self.capabilities = types.ServerCapabilities()
         self.instructions = ""
         self.settled = anyio.Event()  # the first start attempt is over (started or failed)
         self.failure = ""  # why it is not running, when it is not
         self.restarts = 0
         self._on_change = on_change
+        self._on_notice = on_notice
         self._closed = anyio.Event()
 
     async def run(self) -> None:
@@ -68,7 +82,7 @@ class Upstream:
                 async with AsyncExitStack() as stack:
                     await self.start(stack)
                     self.failure = ""
-                    await self._on_change(self)  # a no-op while the gateway is starting
+                    await self._on_change(self, "all")  # a no-op while the gateway is starting
                     self.settled.set()
                     async with anyio.create_task_group() as watching:
                         watching.start_soon(self._ping)
@@ -79,15 +93,15 @@ class Upstream:
                 self.failure = self.failure or _reason(exc)
             first = not self.settled.is_set()
             self.settled.set()
-            had_tools = bool(self.tools)
-            self.session, self.tools = None, []
+            had_tools = bool(self.tools)  # a server that never started had nothing to withdraw
+            self.session, self.tools, self.resources, self.templates, self.prompts = None, [], [], [], []
             if first:
                 logger.error("upstream %s did not start, its tools are left out: %s", self.name, self.failure)
             else:
                 logger.error("upstream %s stopped (%s): its tools are withdrawn, restarting in %.0f s",
                              self.name, self.failure, backoff)
-            if had_tools:
-                await self._on_change(self)
+            if had_tools or not first:
+                await self._on_change(self, "all")
             if time.monotonic() - began > RESTART_BACKOFF_MAX:  # it ran a while: start over quickly
                 backoff = RESTART_BACKOFF
             await anyio.sleep(backoff)
@@ -118,10 +132,13 @@ class Upstream:
                 headers=dict(self.config.headers), timeout=httpx2.Timeout(30.0, read=300.0), follow_redirects=True))
             read, write = await stack.enter_async_context(streamable_http_client(self.config.url, http_client=http))
         self.session = await stack.enter_async_context(_PassThroughSession(
-            read, write, message_handler=self._message, client_info=CLIENT_INFO))
+            read, write, message_handler=self._message, logging_callback=self._log, client_info=CLIENT_INFO))
         initialized = await self.session.initialize()
         self.instructions = initialized.instructions or ""
+        self.capabilities = initialized.capabilities
         self.tools = await self.list_tools()
+        await self._list_resources()
+        await self._list_prompts()
         logger.info("upstream %s: %d tools", self.name, len(self.tools))
 
     async def list_tools(self) -> list[dict[str, Any]]:
@@ -141,30 +158,85 @@ class Upstream:
         return self.session is not None and not self._closed.is_set()
 
     async def call(self, name: str, arguments: dict[str, Any] | None, meta: Mapping[str, Any] | None,
-                   ) -> types.CallToolResult:
-        """Forward a call. Raises ServerDown when the server is not running (or stops during the
-        call), MCPError when it refuses the call."""
+                   progress: ProgressFnT | None = None) -> types.CallToolResult:
+        """Forward a call (its progress to `progress`). Raises ServerDown when the server is not
+        running (or stops during the call), MCPError when it refuses the call."""
+        trace = {key: meta[key] for key in TRACE_KEYS if meta and isinstance(meta.get(key), str)}
+        forwarded = types.RequestParamsMeta(**trace)  # type: ignore[typeddict-item]  # extra_items=Any
+        result: types.CallToolResult = await self.request(lambda session: session.call_tool(
+            name, arguments, progress_callback=progress, meta=forwarded or None))
+        return result
+
+    async def request(self, send: Callable[[ClientSession], Awaitable[Any]]) -> Any:
+        """Send a request with the running session: ServerDown when there is none (or the server
+        stops meanwhile), MCPError when the server refuses it."""
         session = self.session
         if session is None or self._closed.is_set():
             raise ServerDown(self.failure or "it has not started")
-        trace = {key: meta[key] for key in TRACE_KEYS if meta and isinstance(meta.get(key), str)}
-        forwarded = types.RequestParamsMeta(**trace)  # type: ignore[typeddict-item]  # extra_items=Any
         try:
-            return await session.call_tool(name, arguments, meta=forwarded or None)
+            return await send(session)
         except MCPError as exc:
             if exc.error.code == CONNECTION_CLOSED:
-                self.failure = "it exited during a call"
+                self.failure = "it exited during a request"
                 self._lost(exc)
                 raise ServerDown(self.failure) from exc
             raise
+
+    async def _list_resources(self) -> None:
+        assert self.session is not None
+        if self.capabilities.resources is None:
+            return
+        resources: list[types.Resource] = []
+        templates: list[types.ResourceTemplate] = []
+        cursor: str | None = None
+        while True:
+            page = await self.session.list_resources(params=_page(cursor))
+            resources += page.resources
+            cursor = page.next_cursor
+            if not cursor:
+                break
+        while True:
+            listed = await self.session.list_resource_templates(params=_page(cursor))
+            templates += listed.resource_templates
+            cursor = listed.next_cursor
+            if not cursor:
+                break
+        self.resources, self.templates = resources, templates
+
+    async def _list_prompts(self) -> None:
+        assert self.session is not None
+        if self.capabilities.prompts is None:
+            return
+        prompts: list[types.Prompt] = []
+        cursor: str | None = None
+        while True:
+            page = await self.session.list_prompts(params=_page(cursor))
+            prompts += page.prompts
+            cursor = page.next_cursor
+            if not cursor:
+                break
+        self.prompts = prompts
 
     async def _message(self, message: Any) -> None:
         if isinstance(message, types.ToolListChangedNotification):
             self.tools = await self.list_tools()
             logger.info("upstream %s changed its tools: %d now", self.name, len(self.tools))
-            await self._on_change(self)
+            await self._on_change(self, "tools")
+        elif isinstance(message, types.ResourceListChangedNotification):
+            await self._list_resources()
+            await self._on_change(self, "resources")
+        elif isinstance(message, types.PromptListChangedNotification):
+            await self._list_prompts()
+            await self._on_change(self, "prompts")
+        elif isinstance(message, types.ResourceUpdatedNotification):
+            if self._on_notice is not None:
+                await self._on_notice(self, message)
         elif isinstance(message, Exception):
             logger.warning("upstream %s: %s", self.name, message)
+
+    async def _log(self, params: types.LoggingMessageNotificationParams) -> None:
+        if self._on_notice is not None:
+            await self._on_notice(self, params)
 
 
 class _PassThroughSession(ClientSession):
@@ -174,6 +246,10 @@ class _PassThroughSession(ClientSession):
 
     async def validate_tool_result(self, name: str, result: types.CallToolResult) -> None:
         return None
+
+
+def _page(cursor: str | None) -> types.PaginatedRequestParams | None:
+    return types.PaginatedRequestParams(cursor=cursor) if cursor else None
 
 
 def _reason(exc: BaseException) -> str:

@@ -170,3 +170,31 @@ def test_subscribed_updates_and_log_messages_reach_the_client(tmp_path):
     assert through["loggers"] and all(name.startswith("everything") for name in through["loggers"])
     assert {name.removeprefix("everything").removeprefix(".") for name in through["loggers"]} <= {
         "", *alone["loggers"]}
+
+
+def survey_with_node(*command: str) -> dict[str, Any]:
+    """tests/gateway/npm/survey.mjs: the official TypeScript client (@modelcontextprotocol/sdk, the
+    one Claude Code and Claude Desktop embed) surveys a server over stdio."""
+    import subprocess
+
+    done = subprocess.run(["node", str(NPM_BIN.parent.parent / "survey.mjs"), *command], capture_output=True,
+                          text=True, timeout=120, check=True)
+    return json.loads(done.stdout)
+
+
+def test_the_typescript_client_sees_through_the_gateway_what_it_sees_directly(tmp_path):
+    config = tmp_path / "gateway.json"
+    config.write_text(json.dumps({"mcpServers": {"everything": EVERYTHING, "time": TIME}}))
+    alone = survey_with_node(EVERYTHING["command"], *EVERYTHING["args"])
+    through = survey_with_node(str(BIN / "toolscope-mcp"), "--config", str(config))
+    for key in ("resources", "templates", "prompts", "read", "prompt", "completion", "done"):
+        assert through[key] == alone[key], key
+    assert alone["completion"] == ["Sales", "Support"] and len(alone["resources"]) == 7
+    assert set(through["tools"]) == {*alone["tools"], "get_current_time", "convert_time"}
+    # Progress: the client stops listening when the answer comes, so directly it may miss the last
+    # notification; through the gateway each is passed on before the answer.
+    assert alone["progress"] and through["progress"][:len(alone["progress"])] == alone["progress"]
+    assert through["progress"] == [1, 2, 3]
+    assert f"## everything\n{alone['instructions'].strip()}" in through["instructions"]
+    for capability in ("logging", "completions", "prompts", "resources", "tools"):
+        assert through["capabilities"][capability] == alone["capabilities"][capability], capability

@@ -156,13 +156,15 @@ def test_the_policy_filters_compacts_and_suppresses_and_telemetry_equals_what_pa
         return seen
 
     seen = anyio.run(run)
-    assert seen["listed"] == ["git_status", "git_log", "get_current_time", "retrieve_tool_output"]
+    # Left-out tools are reached through toolscope's search (context_rules mode: issue 27, item 9).
+    assert seen["listed"] == ["git_status", "git_log", "get_current_time", "tool_search", "retrieve_tool_output"]
     assert seen["log"].count("Change number") < COMMITS and 'retrieve_tool_output(id="' in seen["log"]
     assert all(f"Change number {n} of the notes" in seen["original"] for n in range(COMMITS))
     assert "working tree clean" in seen["status"][0] and seen["status"][1].startswith("[same output as git_status")
     assert seen["bad"][0] is True and "Mars/Olympus" in seen["bad"][1]
     assert seen["branch"] == (False, "* main")
-    assert seen["relisted"] == ["git_status", "git_log", "git_branch", "get_current_time", "retrieve_tool_output"]
+    assert seen["relisted"] == ["git_status", "git_log", "git_branch", "get_current_time", "tool_search",
+                                "retrieve_tool_output"]
 
     wait_for(processed, 60, "the gateway's telemetry processed")
     session = Session.objects.get(project=project)
@@ -265,5 +267,5 @@ def test_the_gateway_keeps_serving_the_last_policy_with_toolscope_down(live_serv
     online = anyio.run(session)
     forwarder.close()  # toolscope unreachable from now on; the gateway starts again
     offline = anyio.run(session)
-    assert online[0] == offline[0] == ["git_status", "get_current_time"]  # the policy kept on disk
+    assert online[0] == offline[0] == ["git_status", "get_current_time", "tool_search"]  # the policy kept on disk
     assert offline[1] is False and "Asia/Tokyo" in offline[2]

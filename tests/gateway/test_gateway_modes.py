@@ -106,12 +106,13 @@ def test_an_unknown_tool_is_an_error_the_model_can_read_and_a_left_out_one_is_fo
         return listed, unknown, converted, status, names(await session.list_tools())
 
     listed, unknown, converted, status, after = run_with(tmp_path, policy, script)
-    assert listed == ["get_current_time"]
+    assert listed == ["get_current_time", "tool_search"]  # convert_time is left out: the search reaches it
     assert unknown.is_error
     assert unknown.content[0].text == "There is no tool named no_such_tool. Use one of the tools listed."
     assert not converted.is_error and "Asia/Tokyo" in converted.content[0].text
     assert not status.is_error and "On branch main" in status.content[0].text
     # convert_time was called: sent from then on (sticky); git_status is not allowed: never listed.
+    # Nothing allowed is left out any more, so no search either.
     assert after == ["get_current_time", "convert_time"]
 
 
@@ -167,5 +168,33 @@ def test_a_call_that_a_rule_is_keyed_by_sends_list_changed_and_lists_the_rules_t
         return before, status, names(await session.list_tools()), list(changed)
 
     before, status, after, changed = run_with(tmp_path, policy, script)
-    assert before == ["git_status"] and not status.is_error
-    assert sorted(after) == ["git_log", "git_show", "git_status"] and changed == ["notifications/tools/list_changed"]
+    # Tools are left out, so toolscope's search is listed too (issue 27, item 9).
+    assert before == ["git_status", "tool_search"] and not status.is_error
+    assert sorted(after) == ["git_log", "git_show", "git_status", "tool_search"]
+    assert changed == ["notifications/tools/list_changed"]
+
+
+def test_a_context_rules_policy_through_mcp_lists_the_search_never_nothing(tmp_path):
+    """Issue 27, item 9: MCP carries no task message, so a rule keyed by words never fires through
+    the gateway. With nothing always on, the demo's kind of policy listed no tool of the servers;
+    now the search is listed, and what it finds is loaded and callable."""
+    policy = {"selection": {"mode": "context_rules", "always_on": [],
+                            "groups": {"history": ["git_log", "git_show"]},
+                            "context_rules": [{"name": "history", "keywords": ["history", "log"],
+                                               "groups": ["history"]}]}}
+
+    async def script(session: ClientSession, changed: list[str], repository: str) -> tuple[Any, ...]:
+        before = names(await session.list_tools())
+        found = await session.call_tool("tool_search", {"query": "show the commit log history"})
+        with anyio.fail_after(10):
+            while not changed:
+                await anyio.sleep(0.05)
+        after = names(await session.list_tools())
+        log = await session.call_tool("git_log", {"repo_path": repository, "max_count": 2})
+        return before, found, after, log
+
+    before, found, after, log = run_with(tmp_path, policy, script)
+    assert before == ["tool_search"]
+    assert not found.is_error and "git_log" in found.content[0].text
+    assert "git_log" in after and "tool_search" in after
+    assert not log.is_error and "Step 29 of the plan" in log.content[0].text

@@ -328,6 +328,11 @@ class Gateway(PassThrough):
             menu_tool = _wire_tool(self._activate_tool(menu_text(selection.deferred, (), hint_prefix="")))
             tools.append(menu_tool)
             names.append(ACTIVATE_TOOL_NAME)
+        if selection.mode == "context_rules" and selection.deferred and SEARCH_TOOL_NAME not in names:
+            # MCP carries no task message, so rules keyed by words never fire here (those keyed
+            # by calls do): the search reaches what they would have sent (issue 27, item 9).
+            tools.append(self._wire[SEARCH_TOOL_NAME])
+            names.append(SEARCH_TOOL_NAME)
         if self._may_shorten(state) and RETRIEVE_TOOL_NAME not in names:
             tools.append(self._wire[RETRIEVE_TOOL_NAME])
             names.append(RETRIEVE_TOOL_NAME)

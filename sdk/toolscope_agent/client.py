@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import atexit
 import logging
+import os
 import re
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -22,6 +23,8 @@ from .decorators import tool as _tool
 from .errors import ToolscopeError, UnreachableError, error_for
 from .exporter import Event, Exporter, ExporterStats
 from .session import Session
+from .spool import DEFAULT_MAX_BYTES as DEFAULT_SPOOL_BYTES
+from .spool import Spool
 
 logger = logging.getLogger("toolscope_agent")
 
@@ -96,6 +99,10 @@ class Client:
         timeout: seconds for each HTTP request (connect, read, write).
         gzip_level: compression level of ingest bodies.
         shutdown_timeout: how long the exit hook waits for pending events.
+        spool_dir: a directory where batches the server could not take are kept and sent again
+            once it answers, oldest first, also by the next process that uses the directory
+            (toolscope_agent.spool); None (the default) keeps nothing on disk.
+        spool_max_bytes: the spool's bound on disk (256 MiB); past it the oldest are dropped.
         transport / http_client: an httpx transport, or a whole httpx.Client (not closed by
             `close()`), e.g. for proxies or tests.
     """
@@ -118,6 +125,8 @@ class Client:
         shutdown_timeout: float = 5.0,
         transport: httpx.BaseTransport | None = None,
         http_client: httpx.Client | None = None,
+        spool_dir: str | os.PathLike[str] | None = None,
+        spool_max_bytes: int = DEFAULT_SPOOL_BYTES,
     ) -> None:
         if not base_url:
             raise ValueError("base_url is required, e.g. https://toolscope.example.com")
@@ -144,7 +153,10 @@ class Client:
         }
         self._known_hashes: set[str] = set()
         self._closed = False
+        self.spool: Spool | None = None
         try:
+            if spool_dir is not None:
+                self.spool = Spool.in_free_directory(spool_dir, max_bytes=spool_max_bytes)
             self._exporter = Exporter(
                 http=self._http,
                 url=self.base_url + INGEST_PATH,
@@ -156,6 +168,7 @@ class Client:
                 max_batch_bytes=max_batch_bytes,
                 gzip_level=gzip_level,
                 on_undelivered=self._undelivered,
+                spool=self.spool,
             )
         except Exception:
             if self._owns_http:

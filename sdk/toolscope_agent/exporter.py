@@ -22,6 +22,7 @@ import httpx
 
 from . import _shapes
 from ._http import Outcome, RetryPolicy, deliver, response_json, server_message
+from .spool import Spool
 
 logger = logging.getLogger("toolscope_agent")
 
@@ -30,6 +31,10 @@ Event = dict[str, Any]
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False, default=_shapes.json_default)
 _ENVELOPE_OVERHEAD = len(b'{"events":[]}')
 _YIELD_EVERY = 32
+_ONCE = RetryPolicy(max_attempts=1)  # a spooled batch is tried once per round, the rounds backing off
+SPOOL_BACKOFF = 1.0
+SPOOL_BACKOFF_MAX = 60.0
+SPOOL_CLOSE_GRACE = 3.0  # seconds a close past its timeout waits for the rest to be spooled
 
 
 @dataclass(frozen=True)
@@ -38,8 +43,10 @@ class ExporterStats:
 
     sent: events the server acknowledged (2xx); rejected: of those, events the server refused one
     by one (see the logged reason); dropped: events discarded because the queue was full or the
-    client closed; failed: events given up on (attempts exhausted, a non-retryable answer such as
-    400/401, or unencodable); retried: requests sent again; queued: events waiting right now.
+    client closed; failed: events given up on (attempts exhausted without a spool, a
+    non-retryable answer such as 400/401, or unencodable); retried: requests sent again; queued:
+    events waiting right now; spooled: events on disk right now, waiting for the server (see
+    toolscope_agent.spool).
     """
 
     sent: int = 0
@@ -48,6 +55,7 @@ class ExporterStats:
     retried: int = 0
     rejected: int = 0
     queued: int = 0
+    spooled: int = 0
 
 
 class _Stop:
@@ -71,6 +79,7 @@ class Exporter:
         max_batch_bytes: int = 4_000_000,
         gzip_level: int = 6,
         on_undelivered: Callable[[list[Event]], None] | None = None,
+        spool: Spool | None = None,
         name: str = "toolscope-exporter",
     ) -> None:
         if max_queue_size < 1:
@@ -92,6 +101,10 @@ class Exporter:
         self._max_batch_bytes = max_batch_bytes
         self._gzip_level = gzip_level
         self._on_undelivered = on_undelivered
+        self._spool = spool if spool is not None and spool.usable else None
+        self._spool_retry_at = 0.0  # monotonic time of the next attempt at the spool
+        self._spool_backoff = SPOOL_BACKOFF
+        self._spool_only = False  # closing without time to send: what is left goes to the spool
 
         self._queue: queue.Queue[Any] = queue.Queue(maxsize=max_queue_size)
         self._closed = False
@@ -141,6 +154,7 @@ class Exporter:
                 retried=self._retried,
                 rejected=self._rejected,
                 queued=self._queue.qsize(),
+                spooled=self._spool.events if self._spool is not None else 0,
             )
 
     @property
@@ -172,7 +186,7 @@ class Exporter:
             unaccepted = self._failed + self._rejected + self._dropped
             clean = unaccepted == self._unaccepted_settled
             self._unaccepted_settled = unaccepted
-        return clean
+        return clean and not (self._spool is not None and self._spool.pending)
 
     def close(self, timeout: float | None = None) -> bool:
         """Flush, then stop the thread. Idempotent. Returns False if the queue could not be
@@ -194,6 +208,8 @@ class Exporter:
         finished = self._join(deadline)
         if not finished:
             self._abort.set()
+            if self._spool is not None:  # a moment to write what is left to the spool
+                self._thread.join(SPOOL_CLOSE_GRACE)
         return finished
 
     def _join(self, deadline: float | None) -> bool:
@@ -217,16 +233,19 @@ class Exporter:
                 batch = []
                 break
             try:
+                spool_wait = self._drain_spool()
                 if batch:
                     remaining = deadline - time.monotonic()
                     if remaining <= 0:
                         self._ship(batch)
                         batch = []
                         continue
-                    item = self._queue.get(timeout=remaining)
+                    item = self._queue.get(timeout=min(remaining, spool_wait))
                 else:
-                    item = self._queue.get()
+                    item = self._queue.get(timeout=spool_wait if spool_wait < float("inf") else None)
             except queue.Empty:
+                if batch and time.monotonic() < deadline:
+                    continue  # the spool's turn came first; the batch may still fill
                 self._ship(batch)
                 batch = []
                 continue
@@ -260,6 +279,8 @@ class Exporter:
                 item.set()
         for start in range(0, len(leftovers), self._batch_size):
             self._ship(leftovers[start : start + self._batch_size])
+        if self._spool is not None:
+            self._spool.close()
         if self._abandoned:
             logger.warning(
                 "toolscope exporter: %d events not sent: the client was closed before they could be",
@@ -271,7 +292,10 @@ class Exporter:
         """Deliver a batch; never raises."""
         if batch:
             try:
-                if self._abort.is_set():
+                if self._abort.is_set() and self._spool is not None:
+                    self._spool_only = True  # no time to send: spooled for the next run
+                    self._send(batch)
+                elif self._abort.is_set():
                     self._abandoned += len(batch)
                     self._count_failed(batch, None)
                 else:
@@ -323,6 +347,10 @@ class Exporter:
     def _post(self, events: list[Event], parts: list[bytes]) -> None:
         body = b'{"events":[' + b",".join(parts) + b"]}"
         content = gzip.compress(body, compresslevel=self._gzip_level, mtime=0)
+        spool = self._spool
+        if spool is not None and (spool.pending or self._spool_only):
+            self._to_spool(content, events)  # behind what is there: order kept
+            return
         outcome = deliver(
             self._http,
             "POST",
@@ -362,6 +390,10 @@ class Exporter:
                 len(events),
                 outcome.error,
             )
+        elif spool is not None:
+            self._to_spool(content, events)
+            self._spool_failed(outcome)
+            return
         else:
             logger.warning(
                 "toolscope exporter: gave up on a batch of %d events after %d attempts (%s)",
@@ -370,6 +402,60 @@ class Exporter:
                 outcome.error,
             )
         self._count_failed(events, None)
+
+    # -- the spool ------------------------------------------------------------------------------
+
+    def _to_spool(self, content: bytes, events: list[Event]) -> None:
+        assert self._spool is not None
+        try:
+            before = self._spool.dropped
+            self._spool.add(content, len(events))
+        except OSError as exc:
+            logger.error("toolscope exporter: cannot write to the spool (%s); %d events lost", exc, len(events))
+            self._count_failed(events, None)
+            return
+        if self._spool.dropped != before:
+            with self._stats_lock:
+                self._dropped += self._spool.dropped - before
+
+    def _spool_failed(self, outcome: Outcome) -> None:
+        assert self._spool is not None
+        if self._spool_backoff == SPOOL_BACKOFF:  # the first failure of an outage
+            logger.warning("toolscope exporter: the server cannot be reached (%s); events are spooled in %s and "
+                           "sent when it answers", outcome.error, self._spool.directory)
+        self._spool_retry_at = time.monotonic() + self._spool_backoff
+        self._spool_backoff = min(self._spool_backoff * 2, SPOOL_BACKOFF_MAX)
+
+    def _drain_spool(self) -> float:
+        """Send spooled batches, oldest first, while the server takes them; the seconds until the
+        next attempt (inf: nothing spooled)."""
+        spool = self._spool
+        while spool is not None and spool.pending and not self._abort.is_set():
+            wait = self._spool_retry_at - time.monotonic()
+            if wait > 0:
+                return wait
+            found = spool.oldest()
+            if found is None:
+                break
+            item, content = found
+            outcome = deliver(self._http, "POST", self._url, content=content, headers=self._headers, policy=_ONCE,
+                              wait=self._abort.wait)
+            if outcome.kind == "gave_up":
+                self._spool_failed(outcome)
+                continue
+            events = _decoded(content)
+            spool.remove(item)
+            if outcome.kind == "ok":
+                if self._spool_backoff != SPOOL_BACKOFF:
+                    logger.warning("toolscope exporter: the server answers again; sending the spool (%d events)",
+                                   spool.events + item.events)
+                self._spool_backoff = SPOOL_BACKOFF
+                self._accepted(events, outcome)
+            else:
+                logger.error("toolscope exporter: the server refused a spooled batch of %d events (%s); not retried",
+                             item.events, outcome.error)
+                self._count_failed(events, None)
+        return float("inf")
 
     def _accepted(self, events: list[Event], outcome: Outcome) -> None:
         rejected: list[Event] = []
@@ -457,3 +543,11 @@ def _encode(event: Event) -> bytes:
 
 def _remaining(deadline: float | None) -> float | None:
     return None if deadline is None else max(deadline - time.monotonic(), 0.0)
+
+
+def _decoded(content: bytes) -> list[Event]:
+    try:
+        events = json.loads(gzip.decompress(content)).get("events")
+    except (OSError, ValueError, AttributeError):
+        return []
+    return [event for event in events if isinstance(event, dict)] if isinstance(events, list) else []

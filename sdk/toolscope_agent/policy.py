@@ -43,7 +43,7 @@ DEFAULT_POLICY: dict[str, Any] = {
 }
 
 
-def _default_cache_dir() -> Path:
+def default_cache_dir() -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "toolscope"
 
@@ -68,7 +68,7 @@ class PolicyCache:
         self._headers = {"Authorization": f"Bearer {api_key}", "User-Agent": f"toolscope-agent/{__version__}"}
         # One file per server, key and label; the key is hashed so it never lands on disk.
         digest = hashlib.sha256(f"{self._url}|{api_key}|{label}".encode()).hexdigest()[:16]
-        self.path = Path(cache_dir) if cache_dir is not None else _default_cache_dir()
+        self.path = Path(cache_dir) if cache_dir is not None else default_cache_dir()
         self.path = self.path / f"policy-{digest}.json"
         self._default = default if default is not None else DEFAULT_POLICY
         self._http = http_client or httpx.Client(timeout=timeout)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -269,3 +270,70 @@ def test_the_gateway_keeps_serving_the_last_policy_with_toolscope_down(live_serv
     offline = anyio.run(session)
     assert online[0] == offline[0] == ["git_status", "get_current_time", "tool_search"]  # the policy kept on disk
     assert offline[1] is False and "Asia/Tokyo" in offline[2]
+
+
+class Switchable(ResponseDroppingProxy):
+    """A TCP forwarder to toolscope that goes down (its port closed: connections refused) and
+    comes back up on the same port."""
+
+    def __init__(self, target: tuple[str, int]) -> None:
+        super().__init__(target, drop=0)
+
+    def down(self) -> None:
+        self.listener.close()
+
+    def up(self) -> None:
+        import socket
+        import threading
+
+        self.listener = socket.create_server(("127.0.0.1", self.port))
+        threading.Thread(target=self._accept, daemon=True).start()
+
+
+OUTAGE_SECONDS = 60
+
+
+def test_nothing_the_gateway_saw_is_lost_across_a_toolscope_outage_and_a_restart(
+        live_server, worker, project, repository, tmp_path):  # noqa: F811 -- the worker fixture
+    """Issue 27, item 5: toolscope stopped for 60 s; calls made during it, in a gateway that is
+    restarted meanwhile, are spooled to disk and delivered once it is back: every call recorded
+    once, each session with its agent and metadata."""
+    publish(project, mode="context_rules", always_on=["git_status", "get_current_time"])
+    key = make_key(project, scopes=("ingest", "policy:read")).secret
+    host, port = live_server.url.removeprefix("http://").split(":")
+    proxy = Switchable((host, int(port)))
+    config = write_config(tmp_path, repository, {"url": f"http://127.0.0.1:{proxy.port}", "apiKey": key,
+                                                 "cacheDir": str(tmp_path / "cache")})
+    zones = ["Asia/Tokyo", "Europe/Paris", "America/Lima", "Africa/Cairo", "Australia/Perth", "Europe/Oslo"]
+
+    async def calls(timezones: list[str], *, then: Any = None) -> None:
+        async with gateway(config) as client:
+            await client.names()
+            for zone in timezones:
+                result = await client.call("get_current_time", timezone=zone)
+                assert not result.is_error and zone in text(result)
+            if then is not None:
+                then()
+
+    try:
+        anyio.run(calls, zones[:1])  # toolscope up: delivered at once
+        began = time.monotonic()
+        proxy.down()
+        anyio.run(calls, zones[1:4])  # the first gateway: its telemetry spooled when it stops
+        anyio.run(calls, zones[4:])  # restarted, still down
+        spool = list((tmp_path / "cache" / "spool").rglob("*.json.gz"))
+        assert spool, "nothing was spooled"
+        time.sleep(max(0.0, OUTAGE_SECONDS - (time.monotonic() - began)))
+        proxy.up()
+        # A third run sends the spool (a restarted gateway finds it) and records one more call.
+        anyio.run(calls, ["Europe/Rome"])
+        wait_for(lambda: ToolCall.objects.filter(session__project=project).count() >= len(zones) + 1 and processed(),
+                 90, "every call recorded")
+    finally:
+        proxy.close()
+    recorded = sorted(ToolCall.objects.filter(session__project=project).values_list("arguments__timezone", flat=True))
+    assert recorded == sorted([*zones, "Europe/Rome"])  # each once
+    sessions = list(Session.objects.filter(project=project))
+    assert len(sessions) == 4
+    assert all(s.agent_name == "claude-code" and s.metadata.get("gateway") == "toolscope-mcp" for s in sessions)
+    assert not list((tmp_path / "cache" / "spool").rglob("*.json.gz"))  # the spool was emptied

@@ -69,6 +69,7 @@ class ToolscopeConfig:
     agent_name: str | None = None
     cache_dir: str | None = None
     policy_ttl: float = 60.0
+    spool_dir: str | None = None  # None: <cache directory>/spool/<a digest of url and key>
 
 
 @dataclass(frozen=True)
@@ -202,5 +203,8 @@ def _toolscope(entry: Any) -> ToolscopeConfig | None:
     ttl = entry.get("policyTtlSeconds", 60)
     if not isinstance(ttl, (int, float)) or isinstance(ttl, bool) or ttl < 0:
         raise ConfigError("`toolscope.policyTtlSeconds` must be a number of seconds ≥ 0")
+    spool_dir = entry.get("spoolDir")
+    if spool_dir is not None and not isinstance(spool_dir, str):
+        raise ConfigError("`toolscope.spoolDir` must be a directory path")
     return ToolscopeConfig(url=url, api_key=key, label=label, agent_name=agent, cache_dir=cache_dir,
-                           policy_ttl=float(ttl))
+                           policy_ttl=float(ttl), spool_dir=spool_dir)

@@ -24,6 +24,7 @@ agent that embeds the SDK, so what toolscope simulates is what the gateway does.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import time
@@ -32,6 +33,7 @@ import warnings
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -50,10 +52,11 @@ from toolscope_agent.engine.compaction import RETRIEVE_TOOL_NAME, rules_from_pol
 from toolscope_agent.engine.redaction import redact_text
 from toolscope_agent.engine.render import RETRIEVE_TOOL, SEARCH_TOOL, SEARCH_TOOL_NAME, menu_text
 from toolscope_agent.engine.search import answer_text
-from toolscope_agent.gateway.config import GatewayConfig
+from toolscope_agent.errors import ToolscopeError, UnreachableError
+from toolscope_agent.gateway.config import GatewayConfig, ToolscopeConfig
 from toolscope_agent.gateway.passthrough import Directory, PassThrough
 from toolscope_agent.gateway.upstream import ServerDown, Upstream
-from toolscope_agent.policy import DEFAULT_POLICY, PolicyCache
+from toolscope_agent.policy import DEFAULT_POLICY, PolicyCache, default_cache_dir
 from toolscope_agent.selector import ToolSelector
 from toolscope_agent.session import Session
 
@@ -63,6 +66,7 @@ ACTIVATE_TOOL_NAME = "activate_tools"
 ELICITATION = types.ClientCapabilities(elicitation=types.ElicitationCapability())
 APPROVAL_SCHEMA = {"type": "object", "properties": {"approve": {"type": "boolean", "title": "Allow this call"}},
                    "required": ["approve"]}
+CLOSE_SECONDS = 1.0
 IDLE_SECONDS = 3600.0
 """A Streamable HTTP client unseen this long has its session ended (telemetry) and forgotten."""
 
@@ -96,8 +100,9 @@ class Gateway(PassThrough):
         one to the configured `policy` (else every tool) and recording nothing."""
         self.config, self.transport = config, transport
         toolscope = config.toolscope
+        self._owns_client = client is None and toolscope is not None
         if client is None and toolscope is not None:
-            client = Client(toolscope.url, toolscope.api_key)
+            client = Client(toolscope.url, toolscope.api_key, spool_dir=spool_directory(toolscope))
         if policy is None and toolscope is not None:
             policy = PolicyCache(toolscope.url, toolscope.api_key, label=toolscope.label, ttl=toolscope.policy_ttl,
                                  cache_dir=toolscope.cache_dir, default=dict(config.policy or DEFAULT_POLICY))
@@ -114,6 +119,7 @@ class Gateway(PassThrough):
         self._tasks: anyio.abc.TaskGroup | None = None
         self.stats = {"calls": 0, "misses": 0, "list_changed": 0}
         self._started = False  # routes are built once `running` has waited for the servers
+        self._registration = 0  # the latest catalog registration's number
         self._gone: dict[str, str] = {}  # exposed tool name -> server, for tools of a stopped server
 
     # -- lifecycle ----------------------------------------------------------------------------
@@ -161,7 +167,11 @@ class Gateway(PassThrough):
             if state.session is not None:
                 state.session.end()
         self.clients.clear()
-        if self.client is not None:
+        if self.client is not None and self._owns_client:
+            # Clients give a server about 2 s to exit once its stdin closes, then kill it: what
+            # toolscope has not taken after CLOSE_SECONDS is spooled, for the next run to send.
+            self.client.close(timeout=CLOSE_SECONDS)
+        elif self.client is not None:
             self.client.flush(timeout=5)
 
     def server(self) -> Server[Gateway]:
@@ -223,13 +233,27 @@ class Gateway(PassThrough):
         return [{**route.tool, "source": route.server} for route in self.routes.values()]
 
     async def _register_catalog(self) -> None:
+        """Register the catalog, again and again (1 s, doubling to 5 minutes) while toolscope
+        cannot take it; a newer registration (the servers changed) replaces this one."""
         if self.client is None:
             return
         client, catalog = self.client, self.catalog()
-        try:
-            await anyio.to_thread.run_sync(lambda: client.register_tools(catalog))
-        except Exception as exc:  # toolscope down or the key lacks ingest: serve anyway
-            logger.warning("could not register the catalog with toolscope: %s", exc)
+        if not catalog:  # no server has listed a tool yet: nothing to register
+            return
+        self._registration += 1
+        mine, wait = self._registration, 1.0
+        while mine == self._registration:
+            try:
+                await anyio.to_thread.run_sync(lambda: client.register_tools(catalog))
+                return
+            except ToolscopeError as exc:  # toolscope down, or the key lacks ingest: serve anyway
+                if wait == 1.0:
+                    logger.warning("could not register the catalog with toolscope (%s); trying again", exc)
+                if isinstance(exc, UnreachableError) or exc.status is None or exc.status >= 500 or exc.status == 429:
+                    await anyio.sleep(wait)
+                    wait = min(wait * 2, 300.0)
+                else:
+                    return
 
     async def _upstream_changed(self, upstream: Upstream, what: str) -> None:
         if not self._started:  # still starting: `running` routes every server at once
@@ -517,6 +541,16 @@ class _GatewayServer(Server[Gateway]):
         if self.issued is not None:
             self.issued.append(made)
         return made
+
+
+def spool_directory(toolscope: ToolscopeConfig) -> Path:
+    """Where the gateway keeps telemetry toolscope could not take (toolscope_agent.spool): the
+    configured `spoolDir`, else one per toolscope and key under the cache directory."""
+    if toolscope.spool_dir:
+        return Path(toolscope.spool_dir)
+    base = Path(toolscope.cache_dir) if toolscope.cache_dir else default_cache_dir()
+    digest = hashlib.sha256(f"{toolscope.url}\n{toolscope.api_key}".encode()).hexdigest()[:16]
+    return base / "spool" / digest
 
 
 def _progress(ctx: ServerRequestContext[Any]) -> ProgressFnT | None:

@@ -34,7 +34,7 @@ def test_past_its_bound_the_oldest_are_dropped_and_counted(tmp_path):
     for n in range(5):
         spool.add(noise + bytes([n]), 10)
     assert spool.size <= 4096 and spool.events == 20 and spool.dropped == 30
-    item, content = spool.oldest()  # type: ignore[misc]
+    _item, content = spool.oldest()  # type: ignore[misc]
     assert content[-1] == 3  # the two newest are kept (files 3 and 4), the older of them first
     assert spool.events + spool.dropped == 50
 
@@ -50,5 +50,5 @@ def test_a_second_process_takes_the_next_directory_and_a_restart_finds_what_was_
     restarted = Spool.in_free_directory(tmp_path / "spool")
     assert restarted is not None and restarted.directory == tmp_path / "spool"
     assert restarted.events == 1 and not (tmp_path / "spool" / "junk.json.gz.tmp").exists()
-    item, content = restarted.oldest()  # type: ignore[misc]
+    _item, content = restarted.oldest()  # type: ignore[misc]
     assert json.loads(gzip.decompress(content)) == {"events": [{"id": "left"}]}

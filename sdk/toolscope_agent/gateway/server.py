@@ -134,6 +134,14 @@ class Gateway(PassThrough):
             self._tasks = tasks
             for upstream in self.upstreams.values():
                 tasks.start_soon(upstream.run)
+            # The tokenizer compaction counts with (about a second to load), loaded meanwhile.
+            tokenizer = anyio.Event()
+
+            async def load_tokenizer() -> None:
+                await anyio.to_thread.run_sync(lambda: ToolSelector([], self.policy).counter)
+                tokenizer.set()
+
+            tasks.start_soon(load_tokenizer)
             with anyio.move_on_after(self.config.startup_wait):
                 for upstream in self.upstreams.values():
                     await upstream.settled.wait()
@@ -145,8 +153,7 @@ class Gateway(PassThrough):
             self._route()
             if isinstance(self.policy, PolicyCache):
                 await anyio.to_thread.run_sync(self.policy.get)
-            # The tokenizer compaction counts with, loaded before the first call needs it.
-            await anyio.to_thread.run_sync(lambda: ToolSelector([], self.policy).counter)
+            await tokenizer.wait()  # before the first call needs it
             tasks.start_soon(self._register_catalog)
             try:
                 yield self

@@ -440,6 +440,10 @@ class Gateway(PassThrough):
         started = time.perf_counter()
         try:
             result = await self.upstreams[route.server].call(route.name, arguments, ctx.meta, _progress(ctx))
+        except anyio.get_cancelled_exc_class():  # the client cancelled it (notifications/cancelled)
+            duration = (time.perf_counter() - started) * 1000
+            self._record(state, name, arguments, "cancelled by the client", "error", duration, approval)
+            raise
         except ServerDown as exc:
             duration = (time.perf_counter() - started) * 1000
             self._record(state, name, arguments, f"server {route.server} is not running: {exc}", "error", duration,

@@ -12,7 +12,6 @@ import anyio
 import pytest
 from mcp import ClientSession
 from mcp.shared.memory import create_client_server_memory_streams
-
 from toolscope_agent.gateway.config import parse_config
 from toolscope_agent.gateway.server import Gateway
 

@@ -54,6 +54,7 @@ from toolscope_agent.engine.render import RETRIEVE_TOOL, SEARCH_TOOL, SEARCH_TOO
 from toolscope_agent.engine.search import answer_text
 from toolscope_agent.errors import ToolscopeError, UnreachableError
 from toolscope_agent.gateway.config import GatewayConfig, ToolscopeConfig
+from toolscope_agent.gateway.outputs import replaced
 from toolscope_agent.gateway.passthrough import Directory, PassThrough
 from toolscope_agent.gateway.upstream import ServerDown, Upstream
 from toolscope_agent.policy import DEFAULT_POLICY, PolicyCache, default_cache_dir
@@ -461,7 +462,7 @@ class Gateway(PassThrough):
         if text:
             prepared = state.selector.prepare_output(name, call_id, text)
             if prepared != text:
-                result = _replaced(result, prepared, keep_structured="outputSchema" in route.tool)
+                result = replaced(result, prepared, output_schema=route.tool.get("outputSchema"))
         listed = None if missed else state.selector.select("").names
         state.selector.observe("", [{"name": name, "arguments": arguments}])
         self._record(state, name, arguments, text, "error" if result.is_error else "ok", duration, approval, call_id)
@@ -587,11 +588,3 @@ def _wire_tool(tool: Mapping[str, Any]) -> types.Tool:
 
 def _text(text: str, *, error: bool = False) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(text=text)], is_error=error)
-
-
-def _replaced(result: types.CallToolResult, text: str, *, keep_structured: bool) -> types.CallToolResult:
-    """`result` with its text blocks replaced by `text` (other blocks kept). Structured content is
-    dropped with it, unless the tool declares an output schema (then the client requires it)."""
-    others = [block for block in result.content if not isinstance(block, types.TextContent)]
-    return types.CallToolResult(content=[types.TextContent(text=text), *others], is_error=result.is_error,
-                                structured_content=result.structured_content if keep_structured else None)

@@ -110,7 +110,7 @@ class Gateway(PassThrough):
         elif policy is None:
             policy = config.policy if config.policy is not None else DEFAULT_POLICY
         self.policy, self.client = policy, client
-        self.upstreams = {server.name: Upstream(server, self._upstream_changed, self._pass_on)
+        self.upstreams = {server.name: Upstream(server, self._upstream_changed, self._pass_on, self._last_client)
                           for server in config.servers}
         self.directory = Directory()
         self.routes: dict[str, Route] = {}
@@ -205,7 +205,8 @@ class Gateway(PassThrough):
                 on_read_resource=self.on_read_resource, on_subscribe_resource=self.on_subscribe_resource,
                 on_unsubscribe_resource=self.on_unsubscribe_resource, on_list_prompts=self.on_list_prompts,
                 on_get_prompt=self.on_get_prompt, on_completion=self.on_completion,
-                on_set_logging_level=self.on_set_logging_level, on_subscriptions_listen=ListenHandler(self.bus))
+                on_set_logging_level=self.on_set_logging_level, on_roots_list_changed=self.on_roots_list_changed,
+                on_subscriptions_listen=ListenHandler(self.bus))
 
     # -- the catalog --------------------------------------------------------------------------
 
@@ -300,6 +301,16 @@ class Gateway(PassThrough):
         state.seen = time.monotonic()
         state.server_session = ctx.session
         return state
+
+    def _last_client(self) -> Any:
+        """The ServerSession of the client seen last (a server's roots/list outside any call)."""
+        states = [state for state in self.clients.values() if state.server_session is not None]
+        return max(states, key=lambda state: state.seen).server_session if states else None
+
+    async def on_roots_list_changed(self, ctx: ServerRequestContext[Any], params: Any) -> None:
+        for upstream in self.upstreams.values():
+            if upstream.session is not None and upstream.running:
+                await upstream.session.send_roots_list_changed()
 
     def _client_key(self, ctx: ServerRequestContext[Any]) -> str:
         request = ctx.request
@@ -439,6 +450,9 @@ class Gateway(PassThrough):
                              + (" (this client cannot ask: MCP elicitation)." if approval == "timed_out" else "."),
                              error=True)
         started = time.perf_counter()
+        relay = self.upstreams[route.server].relay
+        caller = (ctx.session, ctx.request_id)
+        relay.calls.append(caller)  # the server's sampling, elicitation and roots requests go to this client
         try:
             result = await self.upstreams[route.server].call(route.name, arguments, ctx.meta, _progress(ctx))
         except anyio.get_cancelled_exc_class():  # the client cancelled it (notifications/cancelled)
@@ -455,6 +469,8 @@ class Gateway(PassThrough):
             duration = (time.perf_counter() - started) * 1000
             self._record(state, name, arguments, exc.error.message, "error", duration, approval)
             return _text(f"{route.server} refused the call: {exc.error.message}", error=True)
+        finally:
+            relay.calls.remove(caller)
         duration = (time.perf_counter() - started) * 1000
         self.stats["calls"] += 1
         text = "\n".join(block.text for block in result.content if isinstance(block, types.TextContent))

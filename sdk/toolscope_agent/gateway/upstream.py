@@ -27,6 +27,7 @@ from mcp.types import CONNECTION_CLOSED
 
 from toolscope_agent._version import __version__
 from toolscope_agent.gateway.config import ServerConfig
+from toolscope_agent.gateway.relay import Relay
 
 logger = logging.getLogger("toolscope_agent.gateway")
 
@@ -53,9 +54,11 @@ Noticed = Callable[["Upstream", Any], Awaitable[None]]
 
 
 class Upstream:
-    def __init__(self, config: ServerConfig, on_change: Changed, on_notice: Noticed | None = None) -> None:
+    def __init__(self, config: ServerConfig, on_change: Changed, on_notice: Noticed | None = None,
+                 last_client: Callable[[], Any] | None = None) -> None:
         self.config = config
         self.name = config.name
+        self.relay = Relay(config.name, last_client or (lambda: None))
         self.session: ClientSession | None = None
         self.tools: list[dict[str, Any]] = []
         # What else it serves (issue 27, item 1), as it sent them, every page.
@@ -132,7 +135,9 @@ class Upstream:
                 headers=dict(self.config.headers), timeout=httpx2.Timeout(30.0, read=300.0), follow_redirects=True))
             read, write = await stack.enter_async_context(streamable_http_client(self.config.url, http_client=http))
         self.session = await stack.enter_async_context(_PassThroughSession(
-            read, write, message_handler=self._message, logging_callback=self._log, client_info=CLIENT_INFO))
+            read, write, message_handler=self._message, logging_callback=self._log, client_info=CLIENT_INFO,
+            sampling_callback=self.relay.sampling, elicitation_callback=self.relay.elicitation,
+            list_roots_callback=self.relay.roots))
         initialized = await self.session.initialize()
         self.instructions = initialized.instructions or ""
         self.capabilities = initialized.capabilities

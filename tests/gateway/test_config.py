@@ -133,7 +133,7 @@ class RecordingTelemetry:
 
 
 def test_arguments_and_outputs_are_redacted_before_they_leave_for_toolscope():
-    from toolscope_agent.gateway.server import ClientState
+    from toolscope_agent.gateway.state import ClientState
     from toolscope_agent.selector import ToolSelector
 
     policy = {"selection": {"mode": "all"}, "tools": {"deploy": {"redact": ["token"]}}}

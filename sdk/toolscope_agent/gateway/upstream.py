@@ -191,36 +191,14 @@ class Upstream:
         assert self.session is not None
         if self.capabilities.resources is None:
             return
-        resources: list[types.Resource] = []
-        templates: list[types.ResourceTemplate] = []
-        cursor: str | None = None
-        while True:
-            page = await self.session.list_resources(params=_page(cursor))
-            resources += page.resources
-            cursor = page.next_cursor
-            if not cursor:
-                break
-        while True:
-            listed = await self.session.list_resource_templates(params=_page(cursor))
-            templates += listed.resource_templates
-            cursor = listed.next_cursor
-            if not cursor:
-                break
-        self.resources, self.templates = resources, templates
+        self.resources = await _every_page(self.session.list_resources, "resources")
+        self.templates = await _every_page(self.session.list_resource_templates, "resource_templates")
 
     async def _list_prompts(self) -> None:
         assert self.session is not None
         if self.capabilities.prompts is None:
             return
-        prompts: list[types.Prompt] = []
-        cursor: str | None = None
-        while True:
-            page = await self.session.list_prompts(params=_page(cursor))
-            prompts += page.prompts
-            cursor = page.next_cursor
-            if not cursor:
-                break
-        self.prompts = prompts
+        self.prompts = await _every_page(self.session.list_prompts, "prompts")
 
     async def _message(self, message: Any) -> None:
         if isinstance(message, types.ToolListChangedNotification):
@@ -253,8 +231,16 @@ class _PassThroughSession(ClientSession):
         return None
 
 
-def _page(cursor: str | None) -> types.PaginatedRequestParams | None:
-    return types.PaginatedRequestParams(cursor=cursor) if cursor else None
+async def _every_page(fetch: Callable[..., Awaitable[Any]], field: str) -> list[Any]:
+    """Every item of a paginated list (`field` of each page), following the cursors."""
+    items: list[Any] = []
+    cursor: str | None = None
+    while True:
+        page = await fetch(params=types.PaginatedRequestParams(cursor=cursor) if cursor else None)
+        items += getattr(page, field)
+        cursor = page.next_cursor
+        if not cursor:
+            return items
 
 
 def _reason(exc: BaseException) -> str:

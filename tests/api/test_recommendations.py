@@ -79,8 +79,9 @@ def test_a_done_run_has_its_candidates_figures_and_recommended_document(
     assert (best["schema_tokens_saved"], best["round_trip_tokens"], best["net_saved_tokens"]) == (6000, 0, 6000)
     assert (best["hard_miss_rate"], best["recoverable_miss_rate"]) == (0.0, 0.0)
     search = next(row for row in result["candidates"] if row["name"] == "tool_search + top 2")
-    # Its search answers its top 8 whatever the scores: the 7 other tools, so every miss is found.
-    assert search["hard_miss_rate"] == 0.0 and search["round_trip_tokens"] == 12 * 2300
+    # Its search answers its top 8 whatever the scores: the 7 other tools, so every miss is found,
+    # one search (one round trip) for each of the 4 sessions that miss, its answer loaded whole.
+    assert search["hard_miss_rate"] == 0.0 and search["round_trip_tokens"] == 4 * 2300
     assert result["recommended_document"] == {"selection": best["selection"], "outputs": best["outputs"]}
     assert result["recommended_document"]["selection"]["mode"] == "context_rules"
 
@@ -279,14 +280,18 @@ def test_the_recommended_policy_is_shown_beside_every_tool_the_published_one_and
     assert baselines["the published policy (v1)"]["policy_dollars"] == pytest.approx(every["policy_dollars"])
     assert baselines["provider's deferred loading of the whole catalog"]["cache_breaks"] == 0
     best = next(row for row in done["result"]["candidates"] if row["name"] == done["result"]["recommended"])
-    # Here deferring the whole catalog is what saves most: the recommendation defers it too, with
-    # toolscope's search (it finds every tool, as the provider's search does here: equal dollars;
-    # of equals the first name wins), and costs less than sending everything, as published.
-    assert best["name"] == "deferred loading + top 0, toolscope's search top 20" and best["hard_miss_rate"] <= 0.02
-    assert best["selection"]["tool_search"]["defer_loading"] is True
+    # Here deferring the whole catalog is what saves most: the recommendation is the provider's
+    # own deferral (both searches find every tool, but toolscope's answer of 20 loads 20
+    # definitions into the conversation against the provider's 8), and costs what that baseline
+    # costs, and less than sending everything, as published.
+    assert best["name"] == "provider's deferred loading + top 0" and best["hard_miss_rate"] <= 0.02
+    assert best["selection"]["tool_search"]["provider_search"] is True
+    ours = next(row for row in done["result"]["candidates"]
+                if row["name"] == "deferred loading + top 0, toolscope's search top 20")
+    assert ours["hard_miss_rate"] == best["hard_miss_rate"] and ours["policy_dollars"] > best["policy_dollars"]
     assert best["policy_dollars"] == pytest.approx(baselines["provider's deferred loading of the whole catalog"][
         "policy_dollars"])
-    assert best["policy_dollars"] < 0.5 * baselines["the published policy (v1)"]["policy_dollars"]
+    assert best["policy_dollars"] < baselines["the published policy (v1)"]["policy_dollars"]
     viewer = Client()
     viewer.force_login(make_member(project, make_user("viewer"), Role.VIEWER).user)
     response = viewer.get(reverse("dashboard:policy_simulations", args=[project.slug]))

@@ -96,14 +96,15 @@ def test_the_recommendation_learns_on_older_sessions_and_scores_on_newer_ones(
     assert b"data-recommend>" not in response.content  # nor start one
     # Issue 25, item 2: ranked on hard misses and net tokens. tool_search + top 2 sends as many
     # schema tokens (read + edit + tool_search, 300 a session); its search answers its top 8
-    # whatever the scores (issue 30: never short), here all 7 other tools, so the 12 git calls of
-    # the 4 "commit the fix" sessions are recoverable misses, none hard, each a round trip
-    # re-sending the turn's context (300 + the 2,000-token estimate: the turns' input is
-    # unknown), so it saves fewer net tokens.
+    # whatever the scores (issue 30: never short), here all 7 other tools, so the 3 git calls of
+    # each of the 4 "commit the fix" sessions are found by one search, which loads its whole
+    # answer: one recoverable miss a session, none hard, each a round trip re-sending the turn's
+    # context (300 + the 2,000-token estimate: the turns' input is unknown), so it saves fewer
+    # net tokens.
     search = next(row for row in found["candidates"] if row["name"] == "tool_search + top 2")
     assert search["schema_tokens_saved"] == best["schema_tokens_saved"] == 9600 - 3600
-    assert (search["hard_miss_rate"], search["recoverable_misses"]) == (0.0, 12)
-    assert search["round_trip_tokens"] == 12 * 2300 and search["net_saved_tokens"] == 6000 - 12 * 2300
+    assert (search["hard_miss_rate"], search["recoverable_misses"]) == (0.0, 4)
+    assert search["round_trip_tokens"] == 4 * 2300 and search["net_saved_tokens"] == 6000 - 4 * 2300
     assert (best["round_trip_tokens"], best["net_saved_tokens"], best["recoverable_miss_rate"]) == (0, 6000, 0.0)
     html = response.content.decode()
     assert "Net tokens saved" in html and "Round-trip tokens added" in html and "Recoverable misses" in html

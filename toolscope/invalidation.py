@@ -299,6 +299,13 @@ class Subscription:
     def _connect(self) -> Any:
         pool = self.cache._cache._get_connection_pool(True)
         connection = pool.connection_class(**{**pool.connection_kwargs, "protocol": 3})
+        try:
+            return self._subscribe(connection)
+        except BaseException:
+            connection.disconnect()  # else its subscription outlives it until the socket is collected
+            raise
+
+    def _subscribe(self, connection: Any) -> Any:
         connection.connect()
         connection._parser.pubsub_push_handler_func = _same
         connection._parser.invalidation_push_handler_func = _same
@@ -309,6 +316,8 @@ class Subscription:
         self.cache._cache.get_client(write=True).eval(REGISTER, 1, self.cache.make_key(REGISTRY), self.id)
         connection.send_command("SUBSCRIBE", channel(self.cache))
         reply = connection.read_response(push_request=True)
+        while reply and reply[0] == b"invalidate":  # a change pushed before the answer: memory is dropped below
+            reply = connection.read_response(push_request=True)
         if not reply or reply[0] != b"subscribe":
             raise ConnectionError(f"unexpected reply to SUBSCRIBE: {reply!r}")
         self.drop(None)  # from here on every change is pushed; memory filled before is dropped

@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import mcp.types as types
 from mcp.shared.exceptions import MCPError
@@ -146,7 +146,8 @@ class PassThrough:
     bus: Any
     directory: Directory
 
-    def _state(self, ctx: Any) -> Any: ...  # the Gateway's: the client's state
+    if TYPE_CHECKING:  # the Gateway's own: the client's state
+        def _state(self, ctx: Any) -> Any: ...
 
     async def on_list_resources(self, ctx: Any, params: types.PaginatedRequestParams | None,
                                 ) -> types.ListResourcesResult:

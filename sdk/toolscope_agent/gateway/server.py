@@ -238,9 +238,7 @@ class Gateway(ToolHandlers, PassThrough):
             return
         if what in ("resources", "prompts"):
             self._route()
-            for state in list(self.clients.values()):
-                await self._notify_list(state, what)
-            await self.bus.publish(ResourcesListChanged() if what == "resources" else PromptsListChanged())
+            await self._announce(what)
             return
         before = {name: route.server for name, route in self.routes.items()}
         self._route()
@@ -252,11 +250,8 @@ class Gateway(ToolHandlers, PassThrough):
         for state in list(self.clients.values()):
             await self._notify(state)
         if what == "all":  # it started or stopped: its resources and prompts came or went too
-            for state in list(self.clients.values()):
-                await self._notify_list(state, "resources")
-                await self._notify_list(state, "prompts")
-            await self.bus.publish(ResourcesListChanged())
-            await self.bus.publish(PromptsListChanged())
+            await self._announce("resources")
+            await self._announce("prompts")
 
     # -- clients ------------------------------------------------------------------------------
 
@@ -319,14 +314,17 @@ class Gateway(ToolHandlers, PassThrough):
             await state.server_session.send_tool_list_changed()
         await self.bus.publish(ToolsListChanged())
 
-    @staticmethod
-    async def _notify_list(state: ClientState, what: str) -> None:
-        if state.server_session is None:
-            return
-        if what == "resources":
-            await state.server_session.send_resource_list_changed()
-        else:
-            await state.server_session.send_prompt_list_changed()
+    async def _announce(self, what: str) -> None:
+        """Tell every client its resources or prompts changed (both protocol eras)."""
+        for state in list(self.clients.values()):
+            if state.server_session is None:
+                continue
+            if what == "resources":
+                await state.server_session.send_resource_list_changed()
+            else:
+                await state.server_session.send_prompt_list_changed()
+        await self.bus.publish(ResourcesListChanged() if what == "resources" else PromptsListChanged())
+
 
 class _GatewayServer(Server[Gateway]):
     """Declares `listChanged` for tools, resources and prompts: the Streamable HTTP session

@@ -10,7 +10,7 @@ import logging
 import time
 import uuid
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.to_thread
@@ -24,13 +24,13 @@ from toolscope_agent.engine.redaction import redact_text
 from toolscope_agent.engine.render import SEARCH_TOOL_NAME, menu_text
 from toolscope_agent.engine.search import answer_text
 from toolscope_agent.gateway.outputs import replaced
+from toolscope_agent.gateway.relay import ELICITATION
 from toolscope_agent.gateway.state import ClientState, Route
 from toolscope_agent.gateway.upstream import ServerDown, Upstream
 
 logger = logging.getLogger("toolscope_agent.gateway")
 
 ACTIVATE_TOOL_NAME = "activate_tools"
-ELICITATION = types.ClientCapabilities(elicitation=types.ElicitationCapability())
 APPROVAL_SCHEMA = {"type": "object", "properties": {"approve": {"type": "boolean", "title": "Allow this call"}},
                    "required": ["approve"]}
 
@@ -43,11 +43,10 @@ class ToolHandlers:
     _wire: dict[str, types.Tool]
     _gone: dict[str, str]
 
-    def _state(self, ctx: Any) -> ClientState:
-        raise NotImplementedError  # the Gateway's
+    if TYPE_CHECKING:  # the Gateway's own
+        def _state(self, ctx: Any) -> ClientState: ...
 
-    async def _notify(self, state: ClientState) -> None:
-        raise NotImplementedError  # the Gateway's
+        async def _notify(self, state: ClientState) -> None: ...
 
     # -- tools/list -----------------------------------------------------------------------------
 

@@ -149,14 +149,8 @@ class Upstream:
     async def list_tools(self) -> list[dict[str, Any]]:
         """Every tool the server lists, as it sent them (wire names: inputSchema, outputSchema…)."""
         assert self.session is not None
-        tools: list[dict[str, Any]] = []
-        cursor: str | None = None
-        while True:
-            page = await self.session.list_tools(params=types.PaginatedRequestParams(cursor=cursor) if cursor else None)
-            tools += [tool.model_dump(by_alias=True, mode="json", exclude_none=True) for tool in page.tools]
-            cursor = page.next_cursor
-            if not cursor:
-                return tools
+        return [tool.model_dump(by_alias=True, mode="json", exclude_none=True)
+                for tool in await _every_page(self.session.list_tools, "tools")]
 
     @property
     def running(self) -> bool:

@@ -265,13 +265,16 @@ class ToolSelector:
         """Arguments safe to log or send: the tool's redacted keys and secret-looking values cut."""
         return redact_arguments(dict(arguments), set(self.tool_settings(tool_name).get("redact", ())))
 
-    def prepare_output(self, tool_name: str, call_id: str, output: str) -> str:
+    def prepare_output(self, tool_name: str, call_id: str, output: str, *,
+                       arguments: Mapping[str, Any] | None = None) -> str:
         """The text to give the model for a tool's output: a placeholder when it repeats an earlier
         output of the same tool (and the policy suppresses duplicates), else the output compacted
-        to the policy's rule or the tool's max_result_tokens."""
+        to the policy's rule or the tool's max_result_tokens. `arguments`: where the model never
+        sees `call_id` (the MCP gateway), the call's arguments, which a placeholder cites instead."""
         duplicates = self._section("outputs").get("duplicates")
         suppress = duplicates.get("suppress", True) if isinstance(duplicates, Mapping) else True
-        placeholder = self.duplicates.check(tool_name, output, call_id=call_id, turn_index=self._turn)
+        placeholder = self.duplicates.check(tool_name, output, call_id=call_id, turn_index=self._turn,
+                                            arguments=arguments)
         if placeholder is not None and suppress:
             return placeholder
         compacted = self.compact(tool_name, output)

@@ -54,6 +54,19 @@ def test_the_placeholder_is_short(tool, call_id, turn):
     assert "\n" not in text.replace(tool, "").replace(call_id, "")
 
 
+def test_where_the_model_saw_no_call_id_the_placeholder_cites_the_arguments():
+    # Through the MCP gateway the call id is the gateway's own: the model saw only the arguments.
+    tracker = DuplicateTracker()
+    assert tracker.check("read_file", "x", call_id="g1", turn_index=0, arguments={"path": "a.py", "limit": 5}) is None
+    repeated = tracker.check("read_file", "x\n", call_id="g2", turn_index=3, arguments={"path": "b.py"})
+    assert repeated == '[same output as the earlier read_file call with {"limit": 5, "path": "a.py"}; not repeated]'
+    assert "g1" not in repeated
+    restored = DuplicateTracker.from_dict(json.loads(json.dumps(tracker.to_dict())))
+    assert restored.check("read_file", "x", call_id="g3", turn_index=4) == repeated
+    long = placeholder_text(tool_name="t", first_call_id="g", turn_index=0, first_arguments={"q": "é" * 500})
+    assert len(long) < 200 and long.endswith("…; not repeated]")
+
+
 def test_the_tracker_replaces_a_repeated_output_of_the_same_tool():
     tracker = DuplicateTracker()
     assert tracker.check("read_file", "contents\n", call_id="c1", turn_index=0) is None

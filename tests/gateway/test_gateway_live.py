@@ -161,7 +161,7 @@ def test_the_policy_filters_compacts_and_suppresses_and_telemetry_equals_what_pa
     assert seen["listed"] == ["git_status", "git_log", "get_current_time", "tool_search", "retrieve_tool_output"]
     assert seen["log"].count("Change number") < COMMITS and 'retrieve_tool_output(id="' in seen["log"]
     assert all(f"Change number {n} of the notes" in seen["original"] for n in range(COMMITS))
-    assert "working tree clean" in seen["status"][0] and seen["status"][1].startswith("[same output as git_status")
+    assert "working tree clean" in seen["status"][0]
     assert seen["bad"][0] is True and "Mars/Olympus" in seen["bad"][1]
     assert seen["branch"] == (False, "* main")
     assert seen["relisted"] == ["git_status", "git_log", "git_branch", "get_current_time", "tool_search",
@@ -191,6 +191,11 @@ def test_the_policy_filters_compacts_and_suppresses_and_telemetry_equals_what_pa
     assert calls[0].output == seen["log"] and calls[0].artifact.original == seen["original"]
     assert f'id="{calls[0].artifact.content_id}"' in seen["log"]
     assert calls[2].duplicate_of_id == calls[1].pk
+    # The model saw no call id through MCP: the placeholder cites the first call's arguments, and
+    # the server's accounting predicts the very text the gateway sent.
+    assert seen["status"][1] == (f'[same output as the earlier git_status call with {{"repo_path": '
+                                 f'"{repository}"}}; not repeated]')
+    assert calls[2].placeholder == seen["status"][1]
     # The catalog the gateway registered is the one the servers list: nothing new, by source.
     assert set(Tool.objects.filter(project=project).values_list("source", flat=True)) == {"git", "time"}
     assert Tool.objects.filter(project=project).count() == len(catalog())

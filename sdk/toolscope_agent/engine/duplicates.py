@@ -9,6 +9,10 @@ differently indented outputs differ, while CRLF and LF endings of the same lines
 Duplicates are per tool name: the same text returned by two different tools is not a duplicate.
 An output that normalises to the empty string is never a duplicate (nor an original).
 
+The placeholder names the first call as the model saw it: by its call id where the model's protocol
+shows ids (a provider's tool_use / tool_call id), else by its arguments (through the MCP gateway the
+model never sees an id: the client's call id stays between the client and the model).
+
 The agent applies this with `DuplicateTracker` as calls happen; the server links recorded calls
 with `find_duplicates` (or with stored fingerprints, `output_fingerprint`). Both give the same
 answer for the same calls in the same order.
@@ -17,10 +21,16 @@ answer for the same calls in the same order.
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 _TRACKER_FORMAT = 1
+# Arguments cited by a placeholder are cut to this many characters.
+CITED_ARGUMENTS_CHARS = 120
+# The session metadata "gateway" of sessions recorded through the MCP gateway, whose placeholders
+# cite arguments (the model saw no call ids).
+MCP_GATEWAY = "toolscope-mcp"
 
 
 def normalize_output(text: str) -> str:
@@ -41,9 +51,20 @@ def normalized_fingerprint(normalized: str) -> str:
     return _digest(normalized)
 
 
-def placeholder_text(*, tool_name: str, first_call_id: str, turn_index: int) -> str:
-    """What is sent instead of a repeated output."""
+def placeholder_text(*, tool_name: str, first_call_id: str, turn_index: int,
+                     first_arguments: Mapping[str, Any] | None = None) -> str:
+    """What is sent instead of a repeated output: the first call named by its id and turn, or, given
+    `first_arguments` (where the model saw no id), by its arguments."""
+    if first_arguments is not None:
+        return f"[same output as the earlier {tool_name} call with {cited_arguments(first_arguments)}; not repeated]"
     return f"[same output as {tool_name} call {first_call_id} (turn {turn_index}); not repeated]"
+
+
+def cited_arguments(arguments: Mapping[str, Any]) -> str:
+    """A call's arguments as a placeholder cites them: JSON with sorted keys (a database may reorder
+    them), cut to CITED_ARGUMENTS_CHARS characters."""
+    text = json.dumps(arguments, sort_keys=True, ensure_ascii=False, default=str)
+    return text if len(text) <= CITED_ARGUMENTS_CHARS else text[:CITED_ARGUMENTS_CHARS - 1] + "…"
 
 
 class DuplicateTracker:
@@ -51,28 +72,37 @@ class DuplicateTracker:
 
     def __init__(self) -> None:
         self._first: dict[tuple[str, str], tuple[str, int]] = {}
+        # The arguments of first calls the model saw no id of (check's `arguments`), by call id.
+        self._cited: dict[str, Mapping[str, Any]] = {}
 
     def __len__(self) -> int:
         return len(self._first)
 
-    def check(self, tool_name: str, output: str, *, call_id: str, turn_index: int) -> str | None:
+    def check(self, tool_name: str, output: str, *, call_id: str, turn_index: int,
+              arguments: Mapping[str, Any] | None = None) -> str | None:
         """The placeholder to send instead of `output` when the same tool returned the same output
         earlier in this session (from another call), else None after recording this call as the
-        first occurrence of its output."""
+        first occurrence of its output. `arguments`: where the model never sees `call_id`, the
+        call's arguments (as they may be shown), which a placeholder then cites instead."""
         normalized = normalize_output(output)
         if not normalized:
             return None
         key = (tool_name, _digest(normalized))
         first = self._first.setdefault(key, (call_id, turn_index))
         if first[0] == call_id:  # the first occurrence (or the same call checked again)
+            if arguments is not None:
+                self._cited[call_id] = arguments
             return None
-        return placeholder_text(tool_name=tool_name, first_call_id=first[0], turn_index=first[1])
+        return placeholder_text(tool_name=tool_name, first_call_id=first[0], turn_index=first[1],
+                                first_arguments=self._cited.get(first[0]))
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-serialisable snapshot: fingerprints and first calls, never the outputs."""
+        """A JSON-serialisable snapshot: fingerprints and first calls (with the arguments a
+        placeholder cites, where given), never the outputs."""
         return {
             "format": _TRACKER_FORMAT,
-            "first": [[tool, digest, call_id, turn] for (tool, digest), (call_id, turn) in self._first.items()],
+            "first": [[tool, digest, call_id, turn, *([self._cited[call_id]] if call_id in self._cited else [])]
+                      for (tool, digest), (call_id, turn) in self._first.items()],
         }
 
     @classmethod
@@ -85,12 +115,15 @@ class DuplicateTracker:
             raise ValueError("duplicate tracker snapshot: 'first' must be a list")
         tracker = cls()
         for entry in entries:
-            if not (isinstance(entry, list | tuple) and len(entry) == 4
+            if not (isinstance(entry, list | tuple) and len(entry) in (4, 5)
                     and all(isinstance(part, str) for part in entry[:3])
-                    and isinstance(entry[3], int) and not isinstance(entry[3], bool)):
+                    and isinstance(entry[3], int) and not isinstance(entry[3], bool)
+                    and (len(entry) == 4 or isinstance(entry[4], Mapping))):
                 raise ValueError(f"duplicate tracker snapshot: bad entry {entry!r}")
-            tool, fingerprint, call_id, turn = entry
+            tool, fingerprint, call_id, turn = entry[:4]
             tracker._first.setdefault((tool, fingerprint), (call_id, turn))
+            if len(entry) == 5:
+                tracker._cited[call_id] = entry[4]
         return tracker
 
 

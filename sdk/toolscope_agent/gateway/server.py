@@ -44,6 +44,7 @@ from mcp.shared.subscriptions import PromptsListChanged, ResourcesListChanged, T
 
 from toolscope_agent._version import __version__
 from toolscope_agent.client import Client
+from toolscope_agent.engine.duplicates import MCP_GATEWAY
 from toolscope_agent.engine.render import RETRIEVE_TOOL, SEARCH_TOOL
 from toolscope_agent.errors import ToolscopeError, UnreachableError
 from toolscope_agent.gateway.config import GatewayConfig, ToolscopeConfig
@@ -293,7 +294,7 @@ class Gateway(ToolHandlers, PassThrough):
         toolscope = self.config.toolscope
         agent = ((toolscope.agent_name if toolscope is not None else None) or (info.name if info else None)
                  or "mcp-client")
-        metadata = {"gateway": "toolscope-mcp", "gateway_version": __version__, "transport": self.transport,
+        metadata = {"gateway": MCP_GATEWAY, "gateway_version": __version__, "transport": self.transport,
                     "servers": sorted(self.upstreams),
                     "client": {"name": info.name, "version": info.version} if info else None}
         session = self.client.session(agent_name=agent, metadata=metadata)

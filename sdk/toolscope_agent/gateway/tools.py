@@ -163,9 +163,12 @@ class ToolHandlers:
         duration = (time.perf_counter() - started) * 1000
         self.stats["calls"] += 1
         text = "\n".join(block.text for block in result.content if isinstance(block, types.TextContent))
+        # The model never sees this id (the client's own stays between it and the model): a
+        # duplicate placeholder cites the first call's arguments, as recorded (redacted).
         call_id = uuid.uuid4().hex[:16]
         if text:
-            prepared = state.selector.prepare_output(name, call_id, text)
+            prepared = state.selector.prepare_output(name, call_id, text,
+                                                     arguments=state.selector.redact(name, arguments))
             if prepared != text:
                 result = replaced(result, prepared, output_schema=route.tool.get("outputSchema"))
         listed = None if missed else state.selector.select("").names

@@ -19,7 +19,7 @@ from django.db import IntegrityError, OperationalError
 from django.db.models import OuterRef, Subquery
 from django.utils import timezone
 from toolscope_agent.engine.compaction import artifact_id, compact, rule_for, rules_from_policy
-from toolscope_agent.engine.duplicates import placeholder_text
+from toolscope_agent.engine.duplicates import MCP_GATEWAY, placeholder_text
 
 from toolscope.policies.models import ToolVersion
 from toolscope.policies.services.documents import policy_outputs_for_processing
@@ -112,7 +112,7 @@ def sessions_account(
     calls = sorted([CallState(row) for row in stored] + [CallState.fresh(row) for row in new_calls],
                    key=lambda call: call.sort_key)
     delta = HourlyDelta(project.pk)
-    _duplicates_link(calls, project)
+    _duplicates_link(calls, project, days)
     _compaction_apply(calls, project, rules_from_policy(outputs), skip_duplicates=suppress, days=days)
     _calls_save(calls, days)
     _calls_delta(delta, calls)
@@ -160,8 +160,9 @@ def _calls_delta(delta: HourlyDelta, calls: list[CallState]) -> None:
         )
 
 
-def _duplicates_link(calls: list[CallState], project: Project) -> None:
+def _duplicates_link(calls: list[CallState], project: Project, days: Days | None) -> None:
     first: dict[tuple[int, str, str], CallState] = {}
+    repeats: list[tuple[CallState, CallState]] = []
     for call in calls:
         key = (call.row["session_id"], call.row["tool_name"], call.row["output_hash"])
         original = first.setdefault(key, call) if call.row["output_hash"] else call
@@ -171,14 +172,33 @@ def _duplicates_link(calls: list[CallState], project: Project) -> None:
             call.set("placeholder", "")
             call.set("placeholder_tokens", None)
             continue
+        repeats.append((call, original))
+    cited = _cited_arguments([original for _, original in repeats], days) if repeats else {}
+    for call, original in repeats:
         call.set("duplicate_of_id", original.row["id"])
         call.set("duplicate_tokens", call.row["output_tokens"] or 0)
         call.set("placeholder", placeholder_text(
             tool_name=call.row["tool_name"],
             first_call_id=original.row["call_id"] or original.row["client_id"],
             turn_index=original.row["turn_index"],
+            first_arguments=cited.get(original.row["id"]),
         ))
     _placeholders_count(calls, project)
+
+
+def _cited_arguments(originals: list[CallState], days: Days | None) -> dict[int, Any]:
+    """The (recorded) arguments of the originals whose placeholder cites them: the calls of
+    sessions recorded through the MCP gateway, where the model saw no call id (duplicates.py)."""
+    gateway = set(Session.objects.filter(
+        pk__in={call.row["session_id"] for call in originals}, metadata__gateway=MCP_GATEWAY,
+    ).values_list("pk", flat=True))
+    wanted = [call for call in originals if call.row["session_id"] in gateway]
+    cited = {call.row["id"]: call.new["arguments"] for call in wanted if call.new is not None}
+    stored = [call.row["id"] for call in wanted if call.new is None]
+    if stored:
+        cited.update((row["id"], row["arguments"])
+                     for row in call_values(ToolCall.objects.filter(pk__in=stored), ("id", "arguments"), days))
+    return {pk: arguments if isinstance(arguments, Mapping) else {} for pk, arguments in cited.items()}
 
 
 def _placeholders_count(calls: list[CallState], project: Project) -> None:

@@ -71,3 +71,20 @@ def test_the_selector_follows_the_policys_encoding():
 
 def test_an_unknown_encoding_falls_back_to_characters_over_four():
     assert ToolSelector([], {"encoding": "p50k_base"}).tokenizer == "approximate"
+
+
+def test_the_gateway_extra_installs_the_tokenizer_the_server_pins():
+    # A gateway installed with `pip install "./sdk[gateway]"` counts as the server does, without a
+    # warning at startup that bpe-openai is missing (issue 27, item 8).
+    import tomllib
+
+    from packaging.requirements import Requirement
+
+    root = Path(__file__).resolve().parents[2]
+    extras = tomllib.loads((root / "sdk" / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    pinned = next(line.split("==")[1].split()[0] for line in (root / "requirements.txt").read_text().splitlines()
+                  if line.startswith("bpe-openai=="))
+    for extra in ("gateway", "tokens"):
+        wanted = {Requirement(text).name: Requirement(text) for text in extras[extra]}
+        assert tokenizers.BPE_OPENAI in wanted, extra
+        assert wanted[tokenizers.BPE_OPENAI].specifier.contains(pinned), (extra, pinned)

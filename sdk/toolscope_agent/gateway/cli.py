@@ -50,8 +50,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 async def serve_stdio(gateway: Gateway) -> None:
     from mcp.server.stdio import stdio_server
 
+    from toolscope_agent.gateway.stdio import event_loop_stdio
+
     server = gateway.server()
-    async with stdio_server() as (read, write):
+    async with event_loop_stdio() as streams, stdio_server(*(streams or ())) as (read, write):
         await server.run(read, write, server.create_initialization_options())
 
 

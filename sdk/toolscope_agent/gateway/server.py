@@ -311,6 +311,7 @@ class Gateway(ToolHandlers, PassThrough):
     async def _notify(self, state: ClientState) -> None:
         """Tell the client its tools changed (both protocol eras)."""
         self.stats["list_changed"] += 1
+        state.selected = tuple(state.selector.select("").names)
         if state.server_session is not None:
             await state.server_session.send_tool_list_changed()
         await self.bus.publish(ToolsListChanged())

@@ -25,6 +25,9 @@ class ClientState:
     selector: ToolSelector
     session: Session | None
     advertised: set[str] = field(default_factory=set)
+    # The selector's names when last computed (a list, or after a call): a call that changes them
+    # is announced with list_changed.
+    selected: tuple[str, ...] = ()
     subscriptions: set[str] = field(default_factory=set)  # resource URIs (as the client knows them)
     server_session: Any = None  # the last request's ServerSession: notifications go through it
     seen: float = field(default_factory=time.monotonic)

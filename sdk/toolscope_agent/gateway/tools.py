@@ -54,6 +54,7 @@ class ToolHandlers:
                             params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
         state = self._state(ctx)
         selection = state.selector.select("")
+        state.selected = tuple(selection.names)
         names = list(selection.names)
         tools = [self._wire[name] for name in names]
         if selection.mode == "progressive" and selection.deferred:
@@ -166,17 +167,17 @@ class ToolHandlers:
         # The model never sees this id (the client's own stays between it and the model): a
         # duplicate placeholder cites the first call's arguments, as recorded (redacted).
         call_id = uuid.uuid4().hex[:16]
+        redacted = state.selector.redact(name, arguments)
         if text:
-            prepared = state.selector.prepare_output(name, call_id, text,
-                                                     arguments=state.selector.redact(name, arguments))
+            prepared = state.selector.prepare_output(name, call_id, text, arguments=redacted)
             if prepared != text:
                 result = replaced(result, prepared, output_schema=route.tool.get("outputSchema"))
-        listed = None if missed else state.selector.select("").names
         state.selector.observe("", [{"name": name, "arguments": arguments}])
-        self._record(state, name, arguments, text, "error" if result.is_error else "ok", duration, approval, call_id)
+        self._record(state, name, redacted, text, "error" if result.is_error else "ok", duration, approval, call_id,
+                     redacted=True)
         # A missed tool is sticky or activated from now on: its schema joins the list. A call of a
         # listed tool can change the list too: a context rule keyed by it (`after_tools`) now matches.
-        if missed or state.selector.select("").names != listed:
+        if missed or tuple(state.selector.select("").names) != state.selected:
             await self._notify(state)
         return result
 
@@ -232,12 +233,13 @@ class ToolHandlers:
     # -- telemetry ----------------------------------------------------------------------------
 
     def _record(self, state: ClientState, name: str, arguments: dict[str, Any], output: str, status: str,
-                duration_ms: float, approval: str, call_id: str | None = None) -> None:
+                duration_ms: float, approval: str, call_id: str | None = None, *, redacted: bool = False) -> None:
         session = state.session
         if session is None:
             return
-        redacted = state.selector.redact(name, arguments)
-        session.tool_call(name, redacted, output=redact_text(output), status=status,  # type: ignore[arg-type]
+        if not redacted:
+            arguments = state.selector.redact(name, arguments)
+        session.tool_call(name, arguments, output=redact_text(output), status=status,  # type: ignore[arg-type]
                           duration_ms=round(duration_ms, 3), approval=approval, call_id=call_id)  # type: ignore[arg-type]
 
 

@@ -16,6 +16,7 @@ three alike. Reported: p50, p90, p99 and mean per connection, and what the gatew
 direct at p50 and p99.
 
     .venv/bin/python bench/gateway_latency.py [--calls 3000]
+    PYTHONPATH=/tmp/worktree/sdk .venv/bin/python bench/gateway_latency.py   # another build
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import os
 import statistics
 import tempfile
 import threading
@@ -77,8 +79,13 @@ class Stub(BaseHTTPRequestHandler):
 
 async def connect(stack: AsyncExitStack, command: str, args: list[str]) -> Any:
     from mcp import ClientSession, StdioServerParameters, stdio_client
+    from mcp.client.stdio import get_default_environment
 
-    read, write = await stack.enter_async_context(stdio_client(StdioServerParameters(command=command, args=args)))
+    # The SDK passes a child only a few variables: PYTHONPATH too, so that a build on it (an
+    # earlier commit's worktree, say) is what runs.
+    env = get_default_environment() | {key: os.environ[key] for key in ("PYTHONPATH",) if key in os.environ}
+    read, write = await stack.enter_async_context(stdio_client(StdioServerParameters(command=command, args=args,
+                                                                                     env=env)))
     session = await stack.enter_async_context(ClientSession(read, write))
     await session.initialize()
     return session

@@ -50,7 +50,7 @@ from toolscope_agent.errors import ToolscopeError, UnreachableError
 from toolscope_agent.gateway.config import GatewayConfig, ToolscopeConfig
 from toolscope_agent.gateway.passthrough import Directory, PassThrough
 from toolscope_agent.gateway.state import ClientState, Route
-from toolscope_agent.gateway.tools import ToolHandlers, wire_tool
+from toolscope_agent.gateway.tools import ToolHandlers, as_listed, wire_tool
 from toolscope_agent.gateway.upstream import Upstream
 from toolscope_agent.policy import DEFAULT_POLICY, PolicyCache, default_cache_dir
 from toolscope_agent.selector import ToolSelector
@@ -199,7 +199,7 @@ class Gateway(ToolHandlers, PassThrough):
         self.routes = routes
         self.directory = Directory.build(self.upstreams.values(), prefix=self.config.prefix,
                                          separator=self.config.separator)
-        self._wire = {name: types.Tool.model_validate(route.tool) for name, route in routes.items()}
+        self._wire = {name: as_listed(route.tool) for name, route in routes.items()}
         for synthetic in (SEARCH_TOOL, RETRIEVE_TOOL, self._activate_tool("")):
             if synthetic["name"] not in routes:
                 self._wire[synthetic["name"]] = wire_tool(synthetic)

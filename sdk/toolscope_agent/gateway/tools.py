@@ -144,7 +144,11 @@ class ToolHandlers:
         caller = (ctx.session, ctx.request_id)
         relay.calls.append(caller)  # the server's sampling, elicitation and roots requests go to this client
         try:
-            result = await self.upstreams[route.server].call(route.name, arguments, ctx.meta, _progress(ctx))
+            upstream = self.upstreams[route.server]
+            if task_required(route.tool):
+                result = await upstream.call_as_task(route.name, arguments, ctx.meta)
+            else:
+                result = await upstream.call(route.name, arguments, ctx.meta, _progress(ctx))
         except anyio.get_cancelled_exc_class():  # the client cancelled it (notifications/cancelled)
             duration = (time.perf_counter() - started) * 1000
             self._record(state, name, arguments, "cancelled by the client", "error", duration, approval)
@@ -256,6 +260,23 @@ def _progress(ctx: ServerRequestContext[Any]) -> ProgressFnT | None:
                                                  related_request_id=str(request_id) if request_id is not None else None)
 
     return forward
+
+
+def task_required(tool: Mapping[str, Any]) -> bool:
+    """Whether a server's tool runs only as an MCP task (the gateway runs it so for its clients)."""
+    execution = tool.get("execution")
+    return isinstance(execution, Mapping) and execution.get("taskSupport") == "required"
+
+
+def as_listed(tool: Mapping[str, Any]) -> types.Tool:
+    """A server's tool as the gateway lists it: as the server sent it, except that a tool that
+    runs only as a task is listed as a plain tool (the gateway offers its clients no tasks: it
+    runs the task itself and answers the call with its result)."""
+    if task_required(tool):
+        execution = {key: value for key, value in tool["execution"].items() if key != "taskSupport"}
+        tool = {key: value for key, value in tool.items() if key != "execution"} | (
+            {"execution": execution} if execution else {})
+    return types.Tool.model_validate(tool)
 
 
 def wire_tool(tool: Mapping[str, Any]) -> types.Tool:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from contextlib import AsyncExitStack
+from contextlib import AsyncExitStack, suppress
 from typing import Any
 
 import anyio
@@ -23,6 +23,8 @@ from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
+from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
+from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
 from mcp.types import CONNECTION_CLOSED
 
 from toolscope_agent._version import __version__
@@ -39,6 +41,9 @@ PING_SECONDS = 2.0
 """How often a running server is pinged: a server that exited is noticed this soon at the latest."""
 RESTART_BACKOFF = 1.0
 RESTART_BACKOFF_MAX = 60.0
+TASK_TTL_MS = 3_600_000
+"""How long a server keeps a task the gateway runs for a client (its result is fetched at once)."""
+TASK_CANCEL_SECONDS = 5.0
 
 
 class ServerDown(Exception):
@@ -60,6 +65,10 @@ class Upstream:
         self.name = config.name
         self.relay = Relay(config.name, last_client or (lambda: None))
         self.session: ClientSession | None = None
+        # The session's dispatcher, for the one request the official client cannot send typed: a
+        # task-augmented tools/call, which the SDK checks as a CallToolResult.
+        self._dispatcher: JSONRPCDispatcher[Any] | None = None
+        self._version = ""
         self.tools: list[dict[str, Any]] = []
         # What else it serves (issue 27, item 1), as it sent them, every page.
         self.resources: list[types.Resource] = []
@@ -134,11 +143,14 @@ class Upstream:
             http = await stack.enter_async_context(httpx2.AsyncClient(
                 headers=dict(self.config.headers), timeout=httpx2.Timeout(30.0, read=300.0), follow_redirects=True))
             read, write = await stack.enter_async_context(streamable_http_client(self.config.url, http_client=http))
+        self._dispatcher = JSONRPCDispatcher(read, write)
         self.session = await stack.enter_async_context(_PassThroughSession(
-            read, write, message_handler=self._message, logging_callback=self._log, client_info=CLIENT_INFO,
+            dispatcher=self._dispatcher, message_handler=self._message, logging_callback=self._log,
+            client_info=CLIENT_INFO,
             sampling_callback=self.relay.sampling, elicitation_callback=self.relay.elicitation,
             list_roots_callback=self.relay.roots))
         initialized = await self.session.initialize()
+        self._version = str(initialized.protocol_version)
         self.instructions = initialized.instructions or ""
         self.capabilities = initialized.capabilities
         self.tools = await self.list_tools()
@@ -165,6 +177,35 @@ class Upstream:
         result: types.CallToolResult = await self.request(lambda session: session.call_tool(
             name, arguments, progress_callback=progress, meta=forwarded or None))
         return result
+
+    async def call_as_task(self, name: str, arguments: dict[str, Any] | None,
+                           meta: Mapping[str, Any] | None) -> types.CallToolResult:
+        """Run a tool that requires MCP tasks (`execution.taskSupport: "required"`) and answer with
+        its result: the call creates a task, `tasks/result` waits for it to end (the server's
+        requests meanwhile, an elicitation say, are relayed as any call's). A cancelled call
+        cancels the task. Raises as `call`."""
+        params: dict[str, Any] = {"name": name, "arguments": arguments or {}, "task": {"ttl": TASK_TTL_MS}}
+        trace = {key: meta[key] for key in TRACE_KEYS if meta and isinstance(meta.get(key), str)}
+        if trace:
+            params["_meta"] = trace
+        created = types.CreateTaskResult.model_validate(await self.request(lambda session: self._raw_request(
+            "tools/call", params)))
+        task = types.GetTaskPayloadRequestParams(task_id=created.task.task_id)
+        try:
+            result: types.CallToolResult = await self.request(lambda session: session.send_request(
+                types.GetTaskPayloadRequest(params=task), types.CallToolResult))
+            return result
+        except anyio.get_cancelled_exc_class():
+            with anyio.CancelScope(shield=True), anyio.move_on_after(TASK_CANCEL_SECONDS), suppress(Exception):
+                await self.request(lambda session: session.send_request(
+                    types.CancelTaskRequest(params=types.CancelTaskRequestParams(task_id=task.task_id)),
+                    types.CancelTaskResult))
+            raise
+
+    async def _raw_request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        assert self._dispatcher is not None  # set with the session
+        return await self._dispatcher.send_raw_request(
+            method, params, {"headers": {MCP_PROTOCOL_VERSION_HEADER: self._version}})
 
     async def request(self, send: Callable[[ClientSession], Awaitable[Any]]) -> Any:
         """Send a request with the running session: ServerDown when there is none (or the server

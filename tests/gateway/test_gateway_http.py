@@ -7,9 +7,7 @@ The policy is the configuration's own (`policy`, no toolscope): a tool_search po
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,16 +18,12 @@ import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
+from tests.gateway import serving
+
 pytestmark = pytest.mark.slow
 
 BIN = Path(__file__).resolve().parents[2] / ".venv" / "bin"
 POLICY = {"selection": {"mode": "tool_search", "always_on": [], "tool_search": {"top_k": 2, "ranker": "bm25f-2"}}}
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 @pytest.fixture
@@ -40,21 +34,8 @@ def http_gateway(tmp_path) -> Iterator[str]:
     config.write_text(json.dumps({"policy": POLICY, "mcpServers": {
         "git": {"command": str(BIN / "mcp-server-git"), "args": ["--repository", str(tmp_path / "repo")]},
         "time": {"command": str(BIN / "mcp-server-time"), "args": ["--local-timezone", "UTC"]}}}))
-    port = free_port()
-    log = (tmp_path / "http-gateway.log").open("w")
-    process = subprocess.Popen([str(BIN / "toolscope-mcp"), "--config", str(config), "--transport", "http",
-                                "--port", str(port), "--log-level", "INFO"], stdout=log, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            break
-        except OSError:
-            assert process.poll() is None and time.monotonic() < deadline, (tmp_path / "http-gateway.log").read_text()
-            time.sleep(0.1)
-    yield f"http://127.0.0.1:{port}/mcp"
-    process.terminate()
-    process.wait(timeout=10)
+    with serving.http_gateway(config, tmp_path / "http-gateway.log") as url:
+        yield url
 
 
 class Notified:

@@ -2,7 +2,8 @@
 server-everything shows the tools that need sampling, elicitation and roots when its client
 offers them, and they work through the gateway as they do directly. The client is the official
 Python client; its sampling, elicitation and roots answers stand for the host application's (the
-model and the person are the host's, not the gateway's)."""
+model and the person are the host's, not the gateway's). Over stdio and over Streamable HTTP,
+where the gateway's requests to the client travel in the call's own response stream."""
 
 from __future__ import annotations
 
@@ -14,6 +15,9 @@ import anyio
 import mcp.types as types
 import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+
+from tests.gateway import serving
 
 pytestmark = pytest.mark.slow
 
@@ -44,15 +48,18 @@ class Host:
         return types.ListRootsResult(roots=[types.Root(uri="file:///srv/project", name="project")])
 
 
-def use(command: str, args: list[str], *, offer: bool = True) -> dict[str, Any]:
+def use(command: str, args: list[str], *, offer: bool = True, url: str = "") -> dict[str, Any]:
+    """Call the tools that need the client's capabilities: over stdio (`command`), or over
+    Streamable HTTP (`url`)."""
     host = Host()
     callbacks = ({"sampling_callback": host.sampling, "elicitation_callback": host.elicitation,
                   "list_roots_callback": host.roots} if offer else {})
 
     async def main() -> dict[str, Any]:
         with open("/dev/null", "w") as errlog:
-            async with stdio_client(StdioServerParameters(command=command, args=args), errlog=errlog) as (r, w), \
-                    ClientSession(r, w, **callbacks) as session:
+            transport = (streamable_http_client(url) if url else
+                         stdio_client(StdioServerParameters(command=command, args=args), errlog=errlog))
+            async with transport as (r, w), ClientSession(r, w, **callbacks) as session:
                 await session.initialize()
                 names = [tool.name for tool in (await session.list_tools()).tools]
                 answers = {}
@@ -66,6 +73,13 @@ def use(command: str, args: list[str], *, offer: bool = True) -> dict[str, Any]:
     return anyio.run(main)
 
 
+def asked(use: dict[str, Any]) -> tuple[list[str], int]:
+    """What the host was asked in order, roots apart: server-everything asks for roots on its own
+    350 ms after it is initialized (before the gateway's client is there, or amid the calls), and
+    once only, so when it asks is timing, not behaviour."""
+    return [ask for ask in use["asked"] if ask != "roots"], use["asked"].count("roots")
+
+
 def test_sampling_elicitation_and_roots_reach_the_client_as_directly(tmp_path):
     everything = [str(NPM_BIN / "mcp-server-everything"), "stdio"]
     config = tmp_path / "gateway.json"
@@ -74,9 +88,22 @@ def test_sampling_elicitation_and_roots_reach_the_client_as_directly(tmp_path):
     direct, through = use(everything[0], everything[1:]), use(gateway[0], gateway[1:])
     assert set(NEEDING) <= set(direct["names"]) and set(NEEDING) <= set(through["names"])
     assert through["answers"] == direct["answers"]
-    assert through["asked"] == direct["asked"] and "Capital of France?" in direct["asked"][0]
+    assert asked(through) == asked(direct) and "Capital of France?" in direct["asked"][0]
     assert "Paris, of course." in json.dumps(direct["answers"]["trigger-sampling-request"])
     assert "file:///srv/project" in json.dumps(direct["answers"]["get-roots-list"])
+
+
+def test_they_reach_a_client_over_streamable_http_as_directly(tmp_path):
+    everything = [str(NPM_BIN / "mcp-server-everything"), "stdio"]
+    config = tmp_path / "gateway.json"
+    config.write_text(json.dumps({"mcpServers": {"everything": {"command": everything[0], "args": everything[1:]}}}))
+    direct = use(everything[0], everything[1:])
+    with serving.http_gateway(config, tmp_path / "gateway.log") as url:
+        through = use("", [], url=url)
+    assert set(NEEDING) <= set(through["names"])
+    assert through["answers"] == direct["answers"]
+    assert asked(through) == asked(direct)
+    assert "Paris, of course." in json.dumps(through["answers"]["trigger-sampling-request"])
 
 
 def test_a_client_without_them_gets_an_error_the_model_can_read(tmp_path):

@@ -26,7 +26,8 @@ from toolscope.policies.models import (
     ToolGroup,
 )
 from toolscope.policies.services.audit import audit_draft_change, audit_record
-from toolscope.policies.services.documents import PRODUCTION_LABEL, policy_document_build
+from toolscope.policies.services.documents import PRODUCTION_LABEL
+from toolscope.policies.services.drafts import draft_snapshot
 from toolscope.policies.services.regex_safety import regex_problem
 from toolscope.policies.services.validation import PolicyProblem
 from toolscope.telemetry.error_patterns import validate_error_patterns
@@ -223,7 +224,7 @@ class PolicyDraftForms:
         if not created:
             # Serialises edits of one draft, so `before` is the state this save replaces.
             list(Policy.objects.select_for_update().filter(pk=self.policy.pk).values_list("pk", flat=True))
-        before = None if created else policy_document_build(policy=self.policy)
+        before = None if created else draft_snapshot(policy=self.policy)
         policy = self.draft.save(commit=False)
         policy.updated_by = user
         policy.save()
@@ -279,14 +280,52 @@ def _renumber(formset: Any) -> None:
         formset.model.objects.bulk_update(moved, ["position"])
 
 
-class PublishForm(forms.Form):
+class LabelChoiceForm(forms.Form):
+    """A label picked among the project's own (`labels`); with `creating`, a new one may be
+    named instead, explicitly: a typo never makes a label."""
+
+    NEW = "__new__"
+
+    label = forms.ChoiceField()
+    new_label = forms.SlugField(max_length=64, required=False, label="New label")
+
+    def __init__(self, *args: Any, labels: Sequence[str], creating: bool = False, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.labels = list(labels)
+        choices = [(name, name) for name in self.labels]
+        if not creating:
+            choices.insert(0, ("", "Choose a label…"))
+            del self.fields["new_label"]
+        else:
+            choices.append((self.NEW, "A new label…"))
+        self.fields["label"].choices = choices
+        self.creating = creating
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        if self.creating and data.get("label") == self.NEW:
+            name = data.get("new_label")
+            if not name:
+                self.add_error(None, "Name the new label: letters, digits, '-' or '_'.")
+            elif name in self.labels:
+                self.add_error(None, f"{name} exists already: pick it from the list.")
+            else:
+                data["label"] = name
+        return data
+
+
+class PublishForm(LabelChoiceForm):
     comment = forms.CharField(max_length=500, required=False, widget=forms.TextInput(attrs={"size": 60}),
                               help_text="What changed and why; agents see it in the audit trail, not the document.")
-    label = forms.SlugField(max_length=64, initial=PRODUCTION_LABEL)
+
+    def __init__(self, *args: Any, labels: Sequence[str], **kwargs: Any) -> None:
+        # A project's first publish creates production; later ones pick a label, or name a new one.
+        super().__init__(*args, labels=labels or [PRODUCTION_LABEL], creating=True, **kwargs)
 
 
-class LabelMoveForm(forms.Form):
-    label = forms.SlugField(max_length=64)
+class LabelMoveForm(LabelChoiceForm):
+    def __init__(self, *args: Any, labels: Sequence[str], **kwargs: Any) -> None:
+        super().__init__(*args, labels=labels, **kwargs)
 
 
 class VersionPairForm(forms.Form):

@@ -41,6 +41,8 @@ urlpatterns = [
     path("p/<slug:slug>/policy/publish/", policy.policy_publish_page, name="policy_publish"),
     path("p/<slug:slug>/policy/versions/", policy.policy_versions, name="policy_versions"),
     path("p/<slug:slug>/policy/versions/<int:number>/label/", policy.policy_label_move, name="policy_label_move"),
+    path("p/<slug:slug>/policy/versions/<int:number>/reset/", policy.policy_draft_reset, name="policy_draft_reset"),
+    path("p/<slug:slug>/policy/undo/", policy.policy_draft_undo, name="policy_draft_undo"),
     path("p/<slug:slug>/policy/simulations/", simulations.policy_simulations, name="policy_simulations"),
     path("p/<slug:slug>/policy/recommendations/<int:recommendation_id>/status.json",
          simulations.policy_recommendation_status, name="policy_recommendation_status"),

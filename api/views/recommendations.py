@@ -161,6 +161,10 @@ class CandidateField(serializers.Field):
 
 class ApplyInput(serializers.Serializer):
     candidate = CandidateField()
+    outputs = serializers.ChoiceField(
+        choices=["keep", "replace"], default="keep",
+        help_text="`keep` (default) leaves the draft's output rules (compaction, duplicates) as they are; `replace` "
+        "writes the candidate's.")
 
 
 def _answer(run: Recommendation, code: int = status.HTTP_200_OK) -> Response:
@@ -222,9 +226,11 @@ class RecommendationApplyView(APIView):
 
     @extend_schema(
         summary="Apply a recommended candidate to the draft",
-        description="Writes the candidate's selection (mode, always-on set, groups, context rules) and outputs "
-        "(compaction rules, duplicate suppression) into the project's draft policy, in one audited transaction, "
-        "as the dashboard's apply does; the rest of the draft is kept. Answers the draft's document. Takes "
+        description="Writes the candidate's selection (mode, always-on set, context rules and the groups they use) "
+        "into the project's draft policy, in one audited transaction, as the dashboard's apply does; with "
+        "`outputs: replace`, its output rules (compaction rules, duplicate suppression) too. The rest of the draft "
+        "(other groups, per-tool settings, the allowed set, and by default the output rules) is kept; the audit "
+        "entry keeps the draft it replaced, which the dashboard's Undo puts back. Answers the draft's document. Takes "
         "the `admin` scope: it changes the policy. A run not done yet is a 409; an unknown candidate a 404.",
         request=ApplyInput,
         responses={200: serializers.DictField(help_text="The draft's policy document (docs/policy.md)."),
@@ -245,6 +251,7 @@ class RecommendationApplyView(APIView):
         policy = Policy.objects.filter(project=request.auth.project).first()
         if policy is None:
             raise exceptions.NotFound("The key's project has no draft policy.")
-        policy_draft_apply(policy=policy, selection=chosen["selection"], outputs=chosen["outputs"], user=None)
+        policy_draft_apply(policy=policy, selection=chosen["selection"], outputs=chosen["outputs"], user=None,
+                           replace_outputs=serializer.validated_data["outputs"] == "replace")
         policy.refresh_from_db()
         return Response(policy_document_build(policy=policy))

@@ -14,7 +14,7 @@ from toolscope_agent.engine.tokens import tool_tokens
 from toolscope.policies.models import Policy, PolicyAuditEntry, PolicyLabel, PolicyVersion, Simulation, Tool
 from toolscope.policies.selectors import policy_label_version, tool_catalog
 from toolscope.policies.services.diff import document_diff
-from toolscope.policies.services.documents import policy_document_build
+from toolscope.policies.services.documents import document_content, policy_document_build
 from toolscope.policies.services.simulation_runs import simulation_latest
 from toolscope.telemetry.models import Project
 from toolscope.tokenizer import counter
@@ -113,17 +113,25 @@ class PublishPreview:
     changes: list[str] | None
     draft_simulation: Simulation | None
     current_simulation: Simulation | None
+    # A version whose content the draft repeats (the label's, else the newest): publishing would
+    # only add a copy of it, so the page offers to point the label at it instead.
+    identical: int | None = None
 
 
 def publish_preview(*, project: Project, policy: Policy, label: str) -> PublishPreview:
-    """The draft document's queries, plus one for the label and one per simulation looked up."""
+    """The draft document's queries, plus one for the label, one for the newest version and one
+    per simulation looked up."""
     draft = policy_document_build(policy=policy)
     current = policy_label_version(project_id=project.pk, name=label)
+    newest = PolicyVersion.objects.filter(project=project).order_by("-number").first()
+    identical = next((version.number for version in (current, newest)
+                      if version is not None and document_content(version.document) == draft), None)
     return PublishPreview(
         current=current.number if current else None,
         changes=document_diff(old=current.document, new=draft) if current else None,
         draft_simulation=simulation_latest(project=project, document=draft),
         current_simulation=simulation_latest(project=project, document=current.document) if current else None,
+        identical=identical,
     )
 
 

@@ -30,7 +30,9 @@ from dashboard.selectors import policy as selectors
 from dashboard.views.common import range_from, render_page
 from toolscope.policies.models import Policy
 from toolscope.policies.services.diff import document_diff
-from toolscope.policies.services.documents import PRODUCTION_LABEL
+from toolscope.policies.services.documents import PRODUCTION_LABEL, document_content, policy_document_build
+from toolscope.policies.services.drafts import draft_last_undoable, policy_draft_restore
+from toolscope.policies.services.drafts import policy_draft_undo as policy_draft_undo_entry
 from toolscope.policies.services.publish import PolicyInvalid, label_move, policy_publish
 from toolscope.policies.services.validation import policy_validate
 from toolscope.telemetry.models import Role
@@ -42,6 +44,16 @@ def _page(request: HttpRequest, access: ProjectAccess, template: str, *, status:
     time_range, range_form = range_from(request)
     return render_page(request, access, template, active="policy", time_range=time_range, range_form=range_form,
                        status=status, **context)
+
+
+def confirm_page(request: HttpRequest, access: ProjectAccess, *, tab: str, title: str, intro: str,
+                 changes: list[str], action: str, button: str, cancel: str, **context: Any) -> HttpResponse:
+    """A change to the policy shown before it is made: what it changes, a button that makes it
+    (a POST to `action` with `hidden`), and a way back."""
+    context = {"options": [], "hidden": {}, "notes": [], "refuse": False, "changes_title": "What changes:",
+               "empty_text": "Nothing changes.", **context}
+    return _page(request, access, "dashboard/policy_confirm.html", tab=tab, title=title, intro=intro,
+                 changes=changes, action=action, button=button, cancel=cancel, **context)
 
 
 def _url(access: ProjectAccess, name: str, *args: Any) -> str:
@@ -73,6 +85,7 @@ def _draft_page(request: HttpRequest, access: ProjectAccess, editor: PolicyDraft
     rows = editor.draft.tool_rows()
     return _page(
         request, access, "dashboard/policy.html", status=status, editor=editor, policy=policy, tool_rows=rows,
+        undoable=draft_last_undoable(policy=policy) if policy is not None and not status >= 400 else None,
         always_on_tokens=sum(row["tokens"] for row in rows if row["always_on"]),
         always_on_count=sum(1 for row in rows if row["always_on"]),
         catalog_tokens=sum(row["tokens"] for row in rows), labels=selectors.policy_labels(project_id=access.project.pk),
@@ -96,32 +109,41 @@ def policy_test(request: HttpRequest, access: ProjectAccess) -> HttpResponse:
 @project_view(min_role=Role.ADMIN)
 @require_http_methods(["GET", "POST"])
 def policy_publish_page(request: HttpRequest, access: ProjectAccess) -> HttpResponse:
+    """The draft's diff against what the chosen label serves, then a publish of exactly that: the
+    label is picked among the project's (a new one is named explicitly), and a draft identical to
+    a version is not published again (the page offers to point the label at that version)."""
     policy = selectors.policy_get(project_id=access.project.pk)
     if policy is None:
         raise Http404("This project has no draft policy.")
-    if request.method == "POST":
-        form = PublishForm(request.POST)
-    else:
-        form = PublishForm(initial={"label": request.GET.get("label") or PRODUCTION_LABEL})
+    names = [label.name for label in selectors.policy_labels(project_id=access.project.pk)]
+    chosen = PublishForm(request.GET if "label" in request.GET else
+                         {"label": PRODUCTION_LABEL if PRODUCTION_LABEL in names or not names else names[0]},
+                         labels=names)
+    label = chosen.cleaned_data["label"] if chosen.is_valid() else None
+    form = PublishForm(request.POST, labels=names) if request.method == "POST" else None
     problems = []
-    if request.method == "POST" and form.is_valid():
+    if form is not None and form.is_valid():
         label = form.cleaned_data["label"]
-        try:
-            version = policy_publish(policy=policy, user=request.user, comment=form.cleaned_data["comment"],
-                                     label=label)
-        except PolicyInvalid as exc:
-            problems = exc.problems
-        except ValidationError as exc:
-            form.add_error(None, exc)
+        preview = selectors.publish_preview(project=access.project, policy=policy, label=label)
+        if preview.identical is not None:
+            form.add_error(None, f"The draft is identical to v{preview.identical}: nothing new to publish.")
         else:
-            messages.success(request, f"Published v{version.number}; {label} now serves it.")
-            return redirect(f"{_url(access, 'policy_versions')}?b={version.number}")
-    label = form["label"].value()
-    preview = selectors.publish_preview(project=access.project, policy=policy, label=label)
-    return _page(request, access, "dashboard/policy_publish.html", form=form, problems=problems, label=label,
-                 current=preview.current, changes=preview.changes, preview=preview,
-                 current_title=f"v{preview.current} ({label})",
-                 status=400 if form.is_bound else 200)
+            try:
+                version = policy_publish(policy=policy, user=request.user, comment=form.cleaned_data["comment"],
+                                         label=label)
+            except PolicyInvalid as exc:
+                problems = exc.problems
+            except ValidationError as exc:
+                form.add_error(None, exc)
+            else:
+                messages.success(request, f"Published v{version.number}; {label} now serves it.")
+                return redirect(f"{_url(access, 'policy_versions')}?b={version.number}")
+    preview = selectors.publish_preview(project=access.project, policy=policy, label=label) if label else None
+    return _page(request, access, "dashboard/policy_publish.html", chosen=chosen, form=form, problems=problems,
+                 label=label, preview=preview, current=preview.current if preview else None,
+                 changes=preview.changes if preview else None, new=label not in names,
+                 current_title=f"v{preview.current} ({label})" if preview else "",
+                 status=400 if form is not None or (request.GET and not chosen.is_valid()) else 200)
 
 
 @project_view()
@@ -137,7 +159,7 @@ def policy_versions(request: HttpRequest, access: ProjectAccess) -> HttpResponse
         if a in documents and b in documents:
             diff = document_diff(old=documents[a], new=documents[b])
     return _page(request, access, "dashboard/policy_versions.html", labels=labels, versions=versions, a=a, b=b,
-                 diff=diff, label_names=[label.name for label in labels] or [PRODUCTION_LABEL],
+                 diff=diff, label_names=[label.name for label in labels],
                  audit=selectors.policy_audit_recent(project_id=access.project.pk))
 
 
@@ -151,19 +173,73 @@ def _pair(form: VersionPairForm, versions: list[selectors.VersionRow]) -> tuple[
 
 
 @project_view(min_role=Role.ADMIN)
-@require_POST
+@require_http_methods(["GET", "POST"])
 def policy_label_move(request: HttpRequest, access: ProjectAccess, number: int) -> HttpResponse:
+    """GET: what moving the chosen label to this version changes for the agents that poll it;
+    POST: move it. Only the project's labels move (publishing makes new ones)."""
     version = selectors.policy_version_get(project_id=access.project.pk, number=number)
     if version is None:
         raise Http404("No such version.")
-    form = LabelMoveForm(request.POST)
+    names = [label.name for label in selectors.policy_labels(project_id=access.project.pk)]
+    form = LabelMoveForm(request.POST if request.method == "POST" else request.GET, labels=names)
     if not form.is_valid():
-        messages.error(request, "Choose a label: letters, digits, '-' or '_'.")
+        messages.error(request, f"Choose one of the project's labels to point at v{number}.")
         return redirect(_url(access, "policy_versions"))
     name = form.cleaned_data["label"]
-    label_move(project=access.project, name=name, version=version, user=request.user)
-    messages.success(request, f"{name} now serves v{number}.")
-    return redirect(_url(access, "policy_versions"))
+    if request.method == "POST":
+        label_move(project=access.project, name=name, version=version, user=request.user)
+        messages.success(request, f"{name} now serves v{number}.")
+        return redirect(_url(access, "policy_versions"))
+    current = selectors.policy_label_version(project_id=access.project.pk, name=name)
+    rollback = current is not None and current.number > number
+    return confirm_page(
+        request, access, tab="versions", title=f"Point {name} at v{number}",
+        intro=(f"{name} serves v{current.number} now. " if current else "")
+        + f"Agents polling {name} get v{number} on their next fetch." + (" This is a rollback." if rollback else ""),
+        changes=document_diff(old=current.document, new=version.document) if current else [],
+        changes_title=f"What changes for agents on {name} (v{current.number if current else 0} → v{number}):",
+        empty_text=f"{name} already serves v{number}: nothing changes." if current and current.pk == version.pk
+        else "No difference in content.",
+        refuse=current is not None and current.pk == version.pk,
+        hidden={"label": name}, action=_url(access, "policy_label_move", number),
+        button=f"Move {name} to v{number}", cancel=_url(access, "policy_versions"))
+
+
+@project_view(min_role=Role.EDITOR)
+@require_http_methods(["GET", "POST"])
+def policy_draft_reset(request: HttpRequest, access: ProjectAccess, number: int) -> HttpResponse:
+    """GET: what resetting the draft to a published version changes; POST: do it (undoable)."""
+    version = selectors.policy_version_get(project_id=access.project.pk, number=number)
+    policy = selectors.policy_get(project_id=access.project.pk)
+    if version is None or policy is None:
+        raise Http404("No such version, or no draft.")
+    if request.method == "POST":
+        entry = policy_draft_restore(policy=policy, snapshot={"document": version.document}, user=request.user)
+        messages.success(request, f"The draft is v{number} again" + (f": {entry.summary}." if entry else
+                                                                     " (it already was)."))
+        return redirect(_url(access, "policy"))
+    return confirm_page(
+        request, access, tab="versions", title=f"Reset the draft to v{number}",
+        intro=f"The draft's selection, output rules and per-tool settings become v{number}'s. Nothing is published; "
+              "you can undo it from the draft page.",
+        changes=document_diff(old=policy_document_build(policy=policy), new=document_content(version.document)),
+        changes_title="What changes in the draft:", empty_text=f"The draft already is v{number}: nothing changes.",
+        action=_url(access, "policy_draft_reset", number), button=f"Reset the draft to v{number}",
+        cancel=_url(access, "policy_versions"))
+
+
+@project_view(min_role=Role.EDITOR)
+@require_POST
+def policy_draft_undo(request: HttpRequest, access: ProjectAccess) -> HttpResponse:
+    """Put back the draft the last edit replaced, if that edit is still the last policy change."""
+    policy = selectors.policy_get(project_id=access.project.pk)
+    last = draft_last_undoable(policy=policy) if policy is not None else None
+    if last is None or str(last.pk) != request.POST.get("entry"):
+        messages.error(request, "That change is no longer the last one: nothing was undone.")
+        return redirect(_url(access, "policy"))
+    entry = policy_draft_undo_entry(policy=policy, entry=last, user=request.user)
+    messages.success(request, "Undone" + (f": {entry.summary}." if entry else "."))
+    return redirect(_url(access, "policy"))
 
 
 @project_view()

@@ -22,6 +22,7 @@ from django.views.decorators.http import require_http_methods, require_POST, req
 from dashboard import charts
 from dashboard.permissions import ProjectAccess, project_view
 from dashboard.views.common import csv_name, csv_response, range_from, render_page
+from dashboard.views.policy import confirm_page
 from toolscope.policies.models import (
     BackgroundRun,
     Policy,
@@ -31,6 +32,7 @@ from toolscope.policies.models import (
     SimulationTurns,
 )
 from toolscope.policies.services.background import background_queue_position
+from toolscope.policies.services.drafts import draft_change_preview
 from toolscope.policies.services.recommendations import (
     policy_draft_apply,
     recommendation_candidate,
@@ -145,21 +147,48 @@ def policy_recommendation_start(request: HttpRequest, access: ProjectAccess) -> 
 
 
 @project_view(min_role=Role.EDITOR)
-@require_POST
+@require_http_methods(["GET", "POST"])
 def policy_recommendation_apply(request: HttpRequest, access: ProjectAccess) -> HttpResponse:
-    pk = request.POST.get("recommendation", "")
+    """GET: what applying the candidate would change in the draft, to confirm; POST: apply it.
+    The draft's output rules are kept unless `outputs` asks for the candidate's."""
+    data = request.POST if request.method == "POST" else request.GET
+    pk = data.get("recommendation", "")
     run = (Recommendation.objects.filter(project=access.project, pk=pk, status=SimulationStatus.DONE).first()
            if pk.isdigit() else None)
     policy = Policy.objects.filter(project=access.project).first()
     if run is None or policy is None:
         return HttpResponse("No such finished recommendation in this project.", status=400)
-    chosen = recommendation_candidate(run, request.POST.get("name", ""))
+    chosen = recommendation_candidate(run, data.get("name", ""))
     if chosen is None:
         return HttpResponse("That candidate is not among the recommendations.", status=400)
-    entry = policy_draft_apply(policy=policy, selection=chosen["selection"], outputs=chosen["outputs"],
-                               user=request.user)
+    replace_outputs = data.get("outputs") == "1"
+
+    def apply(draft: Policy) -> object:
+        return policy_draft_apply(policy=draft, selection=chosen["selection"], outputs=chosen["outputs"],
+                                  user=request.user, replace_outputs=replace_outputs)
+
+    if request.method == "GET":
+        compaction = len(chosen["outputs"].get("compaction", []))
+        return confirm_page(
+            request, access, tab="simulate", title="Apply a recommendation to the draft",
+            intro=f"“{chosen['name']}” decides the draft's mode, always-on tools, context rules and the groups "
+                  "they use. The draft's other groups, its per-tool settings and, unless you ask, its output "
+                  "rules are kept. Nothing is published.",
+            options=[{"name": "outputs", "checked": replace_outputs,
+                      "label": f"Also replace the draft's output rules with the candidate's ({compaction} "
+                               f"compaction rule{'s' if compaction != 1 else ''}, duplicates)"}],
+            changes=draft_change_preview(policy=policy, change=apply),
+            changes_title="What changes in the draft:",
+            empty_text="The draft already is this candidate: nothing changes.",
+            hidden={"recommendation": run.pk, "name": chosen["name"]},
+            notes=["You can undo it from the draft page afterwards."],
+            action=reverse("dashboard:policy_recommendation_apply", args=[access.project.slug]),
+            button="Apply to the draft",
+            cancel=f"{reverse('dashboard:policy_simulations', args=[access.project.slug])}?recommendation={run.pk}")
+    entry = apply(policy)
     change = f": {entry.summary}" if entry else " (it already was the draft)"
-    messages.success(request, f"Applied “{chosen['name']}” to the draft{change}. Publish it when ready.")
+    messages.success(request, f"Applied “{chosen['name']}” to the draft{change}. Publish it when ready, "
+                              "or undo it below.")
     return redirect(reverse("dashboard:policy", args=[access.project.slug]))
 
 

@@ -100,7 +100,7 @@ def test_applying_a_candidate_changes_the_draft_as_the_dashboard_does(
         candidate = [row["name"] for row in done["result"]["candidates"]].index(BEST)
     recorded.hint_prefix, recorded.search_top_k = "#", 7  # not a candidate's to decide: kept
     recorded.save()
-    response = admin.post(f"{URL}/{done['id']}/apply", {"candidate": candidate}, format="json")
+    response = admin.post(f"{URL}/{done['id']}/apply", {"candidate": candidate, "outputs": "replace"}, format="json")
     assert response.status_code == 200, response.json()
     document = response.json()
     recorded.refresh_from_db()

@@ -153,7 +153,7 @@ def test_an_editor_applies_a_point_to_the_draft(editor_client, project, recorded
     run = computed(editor_client, project, django_capture_on_commit_callbacks)
     assert f'name="recommendation" value="{run.pk}"' in page(editor_client, project).content.decode()
     url = reverse("dashboard:policy_recommendation_apply", args=[project.slug])
-    response = editor_client.post(url, {"name": "always-on top 2 + 1 rules", "recommendation": run.pk})
+    response = editor_client.post(url, {"name": "always-on top 2 + 1 rules", "recommendation": run.pk, "outputs": "1"})
     assert response.status_code == 302
     recorded.refresh_from_db()
     assert recorded.mode == "context_rules"

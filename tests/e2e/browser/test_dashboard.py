@@ -192,3 +192,49 @@ def test_the_always_on_set_is_edited_published_and_served_to_agents(browsing, de
     document = served.json()
     assert (document["version"], document["label"]) == (4, "production")
     assert "git_diff" in document["selection"]["always_on"] and "bash" not in document["selection"]["always_on"]
+
+
+def test_an_edit_is_undone_and_a_label_moves_only_once_confirmed(browsing, demo):
+    """Issue 28, items 1 and 2, as a person clicks them."""
+    page = browsing.page
+    browsing.log_in(demo)
+    browsing.open(f"/p/{demo.slug}/policy/")
+    page.uncheck("input[aria-label='bash always on']")
+    with page.expect_navigation():
+        page.click("text=Save draft")
+    assert not page.is_checked("input[aria-label='bash always on']")
+    assert "selection.always_on: - bash" in page.locator("[data-undo]").inner_text()
+    with page.expect_navigation():
+        page.click("[data-undo] button")
+    assert page.locator(".messages").inner_text().startswith("Undone")
+    assert page.is_checked("input[aria-label='bash always on']")
+    browsing.shot("policy-draft-undone")
+
+    # The demo serves v1 to production and v2 to staging. No label is preselected to move.
+    with page.expect_navigation():
+        page.click("nav.tabs >> text=Versions")
+    select = page.locator("tr#v1 select[name=label]")
+    assert select.input_value() == ""
+    select.select_option("staging")
+    with page.expect_navigation():
+        page.click("tr#v1 .move-form button")
+    assert "This is a rollback." in page.locator("[data-confirm]").inner_text()
+    assert page.locator("[data-changes] li").count() > 0
+    browsing.shot("policy-label-move-confirm")
+    with page.expect_navigation():
+        page.click("[data-confirm-button]")
+    assert page.locator(".messages").inner_text() == "staging now serves v1."
+    assert "staging" in page.locator("tr#v1").inner_text()
+
+    # Publishing to a label that does not exist yet is asked for by name.
+    with page.expect_navigation():
+        page.click("nav.tabs >> text=Publish")
+    page.select_option("#id_label", "__new__")
+    page.fill("#id_new_label", "canary")
+    with page.expect_navigation():
+        page.click("[data-publish-label] button")
+    assert page.locator("[data-publish]").inner_text() == "Publish to canary (a new label)"
+    with page.expect_navigation():
+        page.click("[data-publish]")
+    assert "canary" in page.locator("tr#v3").inner_text()
+    assert browsing.errors == []

@@ -62,7 +62,13 @@ def test_the_draft_is_simulated_a_recommendation_applied_and_published(browsing,
     name = recommended.get_attribute("data-apply")
     with page.expect_navigation():
         recommended.click()
+    # Applying shows what changes in the draft first; nothing is written until it is confirmed.
+    assert page.locator("[data-changes] li").count() > 0
+    browsing.shot("policy-recommendation-apply-preview")
+    with page.expect_navigation():
+        page.click("[data-confirm-button]")
     assert f"Applied “{name}” to the draft" in page.locator(".messages").inner_text()
+    assert page.locator("[data-undo]").is_visible()
 
     with page.expect_navigation():
         page.click("nav.tabs >> text=Publish")

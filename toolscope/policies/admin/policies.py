@@ -24,7 +24,7 @@ from toolscope.policies.models import (
     ToolGroup,
 )
 from toolscope.policies.services.audit import audit_draft_change, audit_record
-from toolscope.policies.services.documents import policy_document_build
+from toolscope.policies.services.drafts import draft_snapshot
 from toolscope.telemetry.admin.common import changelist_link
 
 SAVE_FIRST = "Save first: the tool and group pickers offer the project's rows once the policy exists."
@@ -43,7 +43,7 @@ class DraftAuditMixin:
 
     def _draft_before(self, obj: Model) -> dict[str, Any] | None:
         policy = self.policy_of(obj)
-        return policy_document_build(policy=policy) if policy.pk is not None else None
+        return draft_snapshot(policy=policy) if policy.pk is not None else None
 
     def save_model(self, request: HttpRequest, obj: Model, form, change: bool) -> None:
         request.policy_draft_before = self._draft_before(obj)

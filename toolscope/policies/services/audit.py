@@ -33,10 +33,15 @@ def audit_record(
 def audit_draft_change(
     *, policy: Policy, user: AbstractBaseUser | None, before: dict[str, Any]
 ) -> PolicyAuditEntry | None:
-    """Record what an edit changed in the draft, given the draft's document from before the edit.
+    """Record what an edit changed in the draft, given the draft from before the edit: its
+    document, or its snapshot (services/drafts.py), which the entry keeps so the edit can be
+    undone.
 
     Nothing is recorded when the document did not change (a save without edits).
     """
+    snapshot = before if "document" in before else None
+    if snapshot is not None:
+        before = snapshot["document"]
     changes = document_diff(old=before, new=policy_document_build(policy=policy))
     if not changes:
         return None
@@ -45,5 +50,5 @@ def audit_draft_change(
     summary = f"draft: {shown}" + (f"; and {more} more" if more > 0 else "")
     return audit_record(
         project=policy.project, user=user, action=PolicyAuditAction.DRAFT_CHANGED, summary=summary,
-        detail={"changes": changes},
+        detail={"changes": changes, **({"before": snapshot} if snapshot is not None else {})},
     )

@@ -19,6 +19,7 @@ from toolscope.telemetry.models import Project
 SCHEMA_VERSION = 1
 PRODUCTION_LABEL = "production"
 # What an agent gets with nothing configured: every tool, duplicates suppressed, no compaction.
+VERSION_KEYS = ("label", "version", "etag", "published_at")
 DEFAULT_OUTPUTS: dict[str, Any] = {"duplicates": {"suppress": True}, "compaction": []}
 
 
@@ -78,6 +79,12 @@ def policy_document_build(*, policy: Policy) -> dict[str, Any]:
         },
         "tools": _tool_settings(project),
     }
+
+
+def document_content(document: dict[str, Any]) -> dict[str, Any]:
+    """A published version's document without what publishing adds (label, version, ETag, time):
+    what compares equal to the draft's document when the draft has not changed since."""
+    return {key: value for key, value in document.items() if key not in VERSION_KEYS}
 
 
 def _tool_settings(project: Project) -> dict[str, dict[str, Any]]:

@@ -11,8 +11,10 @@ on the older tasks and scored on the newer ones (split by task: engine.learning.
 at most HELD_OUT_LIMIT of the newer ones are replayed, a sample stratified by task
 (engine.learning.held_out_sample).
 
-`policy_draft_apply` writes a candidate's selection and outputs into the draft in one
-transaction, with the audit entry every draft edit gets. An editor still publishes.
+`policy_draft_apply` writes a candidate's selection (and, when asked, its outputs) into the draft
+in one transaction, keeping what the candidate does not decide, with the audit entry every draft
+edit gets (which keeps the draft it replaced: services/drafts.py undoes it). An editor still
+publishes.
 """
 
 from __future__ import annotations
@@ -42,20 +44,18 @@ from toolscope_agent.engine.search import DEFAULT_RANKER, RANKERS, searchable
 from toolscope_agent.engine.selection import policy_searches
 
 from toolscope.policies.models import (
-    CompactionRule,
-    ContextRule,
     Policy,
     PolicyAuditEntry,
     Recommendation,
     SimulationStatus,
     Tool,
-    ToolGroup,
     ToolList,
 )
 from toolscope.policies.selectors import policy_label_version
 from toolscope.policies.services.audit import audit_draft_change
 from toolscope.policies.services.background import background_enqueue, background_kind, background_run
-from toolscope.policies.services.documents import PRODUCTION_LABEL, policy_document_build
+from toolscope.policies.services.documents import PRODUCTION_LABEL
+from toolscope.policies.services.drafts import compaction_write, draft_snapshot, groups_write, rules_write
 from toolscope.policies.services.semantic_search import semantic_index, semantic_settings
 from toolscope.policies.services.simulation import (
     SessionPricing,
@@ -199,11 +199,14 @@ def recommendation_candidate(run: Recommendation, wanted: str | int) -> dict[str
 
 
 def policy_draft_apply(*, policy: Policy, selection: dict[str, Any], outputs: dict[str, Any],
-                       user: AbstractBaseUser | None) -> PolicyAuditEntry | None:
-    """Replace the draft's mode, always-on set, groups, context rules, rule window and output
-    rules with these, and, for a candidate that searches, its search as it was scored: its top_k
-    and ranker, no learned history, the semantic fusion when it was scored with it."""
-    before = policy_document_build(policy=policy)
+                       user: AbstractBaseUser | None, replace_outputs: bool = False) -> PolicyAuditEntry | None:
+    """Write a candidate's selection into the draft: its mode, always-on set, context rules, rule
+    window and tool list, its groups (replacing the draft's groups of the same names; the others
+    are kept), and, for a candidate that searches, its search as it was scored: its top_k and
+    ranker, no learned history, the semantic fusion when it was scored with it. What a candidate
+    does not decide is kept: the output rules (compaction, duplicates) unless `replace_outputs`,
+    per-tool settings, the allowed set. Audited with the draft it replaced, so it can be undone."""
+    before = draft_snapshot(policy=policy)
     tools = {tool.name: tool for tool in Tool.objects.filter(project=policy.project).order_by("name", "-pk")}
     with transaction.atomic():
         policy = Policy.objects.select_for_update().get(pk=policy.pk)
@@ -229,23 +232,16 @@ def policy_draft_apply(*, policy: Policy, selection: dict[str, Any], outputs: di
             policy.search_semantic = bool(search.get("semantic")) if isinstance(search, dict) else False
             policy.provider_search = bool(search.get("provider_search")) if isinstance(search, dict) else False
             policy.search_defer_loading = bool(search.get("defer_loading")) if isinstance(search, dict) else False
-        policy.suppress_duplicates = bool(outputs.get("duplicates", {}).get("suppress", True))
+        if replace_outputs:
+            policy.suppress_duplicates = bool(outputs.get("duplicates", {}).get("suppress", True))
         policy.updated_by = user if user is not None and user.is_authenticated else None
         policy.save()
         policy.always_on.set([tools[name] for name in selection.get("always_on", []) if name in tools])
-        policy.groups.all().delete()
-        groups = {}
-        for name, members in selection.get("groups", {}).items():
-            groups[name] = ToolGroup.objects.create(policy=policy, name=name)
-            groups[name].tools.set([tools[member] for member in members if member in tools])
+        candidate_groups = selection.get("groups", {})
         policy.context_rules.all().delete()
-        for position, rule in enumerate(selection.get("context_rules", [])):
-            created = ContextRule.objects.create(policy=policy, position=position, name=rule["name"],
-                                                 keywords=rule.get("keywords") or [], regex=rule.get("regex") or "",
-                                                 after_tools=rule.get("after_tools") or [])
-            created.groups.set([groups[name] for name in rule.get("groups", []) if name in groups])
-        policy.compaction_rules.all().delete()
-        CompactionRule.objects.bulk_create([
-            CompactionRule(policy=policy, position=position, tools=rule["tools"], max_tokens=rule["max_tokens"],
-                           strategy=rule["strategy"]) for position, rule in enumerate(outputs.get("compaction", []))])
+        policy.groups.filter(name__in=list(candidate_groups)).delete()
+        groups = {group.name: group for group in policy.groups.all()} | groups_write(policy, candidate_groups, tools)
+        rules_write(policy, selection.get("context_rules", []), groups)
+        if replace_outputs:
+            compaction_write(policy, outputs.get("compaction", []))
         return audit_draft_change(policy=policy, user=user, before=before)

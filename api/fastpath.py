@@ -52,6 +52,7 @@ from api.views.policy import etag_matches
 from toolscope.cache import PooledRedisCache
 from toolscope.outage_log import OutageLog
 from toolscope.policies.services.documents import PRODUCTION_LABEL
+from toolscope.policies.services.polls import polls
 from toolscope.policies.services.serving import LABEL_PATTERN, policy_served_keys
 from toolscope.telemetry.models import Scope
 from toolscope.telemetry.services.api_keys import api_key_cache_key, api_key_split
@@ -128,6 +129,10 @@ class PolicyRevalidation:
             return None
         if etag is None or (if_none_match != etag and not etag_matches(if_none_match, etag)):
             return None
+        memo = self.memo.get(entry_key)
+        if memo is not None:  # who polls the label (policies/services/polls.py): a dict lookup, mostly
+            polls.seen(key_id=memo[0], project_id=memo[1], label=label, etag=etag,
+                       store=getattr(self.local, "store", None))
         return [("ETag", etag), *self.headers[secure]]
 
     def _remembered_etag(self, environ: dict[str, Any], entry_key: str, label: str,

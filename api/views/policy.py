@@ -25,6 +25,7 @@ from api.keycache import api_key_verify_cached_with
 from api.schema import POLICY_DOCUMENT_SCHEMA
 from api.serializers import ErrorSerializer
 from toolscope.policies.services.documents import PRODUCTION_LABEL
+from toolscope.policies.services.polls import polls
 from toolscope.policies.services.serving import LABEL_PATTERN, policy_served, policy_served_keys
 from toolscope.telemetry.models import ApiKey
 
@@ -116,6 +117,7 @@ class PolicyView(APIView):
                                prefetched=getattr(request, "policy_prefetched", None))
         if served.missing:
             raise exceptions.NotFound(served.missing)
+        polls.seen(key_id=api_key.pk, project_id=api_key.project_id, label=label, etag=served.etag)
         if etag_matches(request.headers.get("If-None-Match"), served.etag):
             return _cacheable(HttpResponseNotModified(), served.etag)
         return _cacheable(HttpResponse(served.body, content_type="application/json"), served.etag)

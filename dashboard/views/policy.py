@@ -33,6 +33,7 @@ from toolscope.policies.services.diff import document_diff
 from toolscope.policies.services.documents import PRODUCTION_LABEL, document_content, policy_document_build
 from toolscope.policies.services.drafts import draft_last_undoable, policy_draft_restore
 from toolscope.policies.services.drafts import policy_draft_undo as policy_draft_undo_entry
+from toolscope.policies.services.polls import KEEP_DAYS, Poller, policy_pollers
 from toolscope.policies.services.publish import PolicyInvalid, label_move, policy_publish
 from toolscope.policies.services.validation import policy_validate
 from toolscope.telemetry.models import Role
@@ -54,6 +55,16 @@ def confirm_page(request: HttpRequest, access: ProjectAccess, *, tab: str, title
                "empty_text": "Nothing changes.", **context}
     return _page(request, access, "dashboard/policy_confirm.html", tab=tab, title=title, intro=intro,
                  changes=changes, action=action, button=button, cancel=cancel, **context)
+
+
+def pollers_line(label: str, pollers: list[Poller]) -> str:
+    """Who a change to `label` reaches, in a sentence."""
+    if not pollers:
+        return f"No API key has fetched {label} in the last {KEEP_DAYS} days."
+    shown = "; ".join(f"{poller.key_name} ({poller.key_prefix}…, v{poller.version} at "
+                      f"{poller.last_at:%Y-%m-%d %H:%M} UTC)" for poller in pollers[:5])
+    more = f" and {len(pollers) - 5} more" if len(pollers) > 5 else ""
+    return f"Fetching {label} lately: {shown}{more}."
 
 
 def _url(access: ProjectAccess, name: str, *args: Any) -> str:
@@ -142,6 +153,7 @@ def policy_publish_page(request: HttpRequest, access: ProjectAccess) -> HttpResp
     return _page(request, access, "dashboard/policy_publish.html", chosen=chosen, form=form, problems=problems,
                  label=label, preview=preview, current=preview.current if preview else None,
                  changes=preview.changes if preview else None, new=label not in names,
+                 pollers=policy_pollers(project_id=access.project.pk, labels=[label])[label] if label else [],
                  current_title=f"v{preview.current} ({label})" if preview else "",
                  status=400 if form is not None or (request.GET and not chosen.is_valid()) else 200)
 
@@ -158,7 +170,9 @@ def policy_versions(request: HttpRequest, access: ProjectAccess) -> HttpResponse
         documents = selectors.policy_version_documents(project_id=access.project.pk, numbers=[a, b])
         if a in documents and b in documents:
             diff = document_diff(old=documents[a], new=documents[b])
+    pollers = policy_pollers(project_id=access.project.pk, labels=[label.name for label in labels])
     return _page(request, access, "dashboard/policy_versions.html", labels=labels, versions=versions, a=a, b=b,
+                 pollers=pollers, keep_days=KEEP_DAYS,
                  diff=diff, label_names=[label.name for label in labels],
                  audit=selectors.policy_audit_recent(project_id=access.project.pk))
 
@@ -192,6 +206,7 @@ def policy_label_move(request: HttpRequest, access: ProjectAccess, number: int) 
         return redirect(_url(access, "policy_versions"))
     current = selectors.policy_label_version(project_id=access.project.pk, name=name)
     rollback = current is not None and current.number > number
+    pollers = policy_pollers(project_id=access.project.pk, labels=[name])[name]
     return confirm_page(
         request, access, tab="versions", title=f"Point {name} at v{number}",
         intro=(f"{name} serves v{current.number} now. " if current else "")
@@ -200,8 +215,8 @@ def policy_label_move(request: HttpRequest, access: ProjectAccess, number: int) 
         changes_title=f"What changes for agents on {name} (v{current.number if current else 0} → v{number}):",
         empty_text=f"{name} already serves v{number}: nothing changes." if current and current.pk == version.pk
         else "No difference in content.",
-        refuse=current is not None and current.pk == version.pk,
-        hidden={"label": name}, action=_url(access, "policy_label_move", number),
+        refuse=current is not None and current.pk == version.pk, notes=[pollers_line(name, pollers)],
+        pollers=pollers, hidden={"label": name}, action=_url(access, "policy_label_move", number),
         button=f"Move {name} to v{number}", cancel=_url(access, "policy_versions"))
 
 

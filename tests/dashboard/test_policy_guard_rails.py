@@ -193,3 +193,25 @@ def test_a_label_moves_only_after_a_confirmation_that_shows_the_change(admin_cli
         admin_client.post(url(project, "policy_label_move", first.number), {"label": "production"})
     assert PolicyLabel.objects.get(name="production").version == first
     assert PolicyAuditEntry.objects.filter(project=project, action="rollback").count() == 1
+
+
+def test_the_keys_that_poll_a_label_are_shown_before_it_moves(admin_client, project, draft, owner,
+                                                              django_capture_on_commit_callbacks):
+    from tests.api.conftest import KeyClient
+    from tests.factories import make_key
+    from toolscope.policies.services.polls import polls
+
+    polls.forget()
+    first = policy_publish(policy=draft, user=owner)
+    agent = make_key(project, scopes=["policy:read"], name="ci agent")
+    assert KeyClient(agent.secret).get("/api/v1/policy", {"label": "production"}).status_code == 200
+    draft.always_on.add(make_tool(project, "git_diff"))
+    policy_publish(policy=draft, user=owner, label="staging")
+    versions = admin_client.get(url(project, "policy_versions")).content.decode()
+    assert 'data-pollers="production"><span class="small"' in versions and "ci agent" in versions
+    confirm = admin_client.get(url(project, "policy_label_move", 2), {"label": "production"})
+    assert confirm.context["pollers"][0].key_name == "ci agent"
+    assert f"ci agent ({agent.api_key.prefix}…, v{first.number} at" in " ".join(confirm.context["notes"])
+    publish_page = admin_client.get(url(project, "policy_publish"), {"label": "staging"})
+    assert "No API key has fetched staging lately." in publish_page.content.decode()
+    polls.forget()

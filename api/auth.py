@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.urls import reverse
 from rest_framework import exceptions
 from rest_framework.authentication import BaseAuthentication, get_authorization_header
 from rest_framework.permissions import BasePermission
@@ -44,6 +45,8 @@ class HasScope(BasePermission):
             raise exceptions.NotAuthenticated("An API key is required: 'Authorization: Bearer <key>'.")
         scope = view.required_scope
         if not api_key.has_scope(scope):
-            self.message = f"This API key lacks the '{scope}' scope."
+            keys = reverse("dashboard:keys", args=[api_key.project.slug])
+            self.message = (f"This API key lacks the '{scope}' scope. A project admin makes a key with it on the "
+                            f"dashboard's Keys page ({keys}).")
             return False
         return True

@@ -120,3 +120,19 @@ def test_the_demos_overview_shows_what_its_requests_cost(viewer_client, demo):
     assert None not in nanos and kpis["cost"].label == "Cost, priced requests"
     assert kpis["cost"].current == Decimal(sum(nanos)) / 1_000_000_000 > 0
     assert kpis["month_cost"].current == kpis["cost"].current * 30 / 16
+
+
+def test_the_printed_demo_key_reads_what_the_readme_shows(db):
+    """Issue 28, item 5: the key `./scripts/demo` prints reads the sessions (the README's read API)
+    at once, and a key without a scope is told which and where keys are made."""
+    from tests.api.conftest import KeyClient
+    from tests.factories import make_key
+
+    result = demo_seed(sessions=SESSIONS, seed=3, anchor=ANCHOR)
+    assert set(result.key.api_key.scopes) == {"ingest", "policy:read", "read"}
+    sessions = KeyClient(result.key.secret).get("/api/v1/sessions", {"start": "2026-11-01T00:00:00Z"})
+    assert sessions.status_code == 200 and len(sessions.json()["results"]) > 0
+    ingest_only = KeyClient(make_key(result.key.api_key.project, scopes=["ingest"]).secret).get("/api/v1/sessions")
+    assert ingest_only.status_code == 403
+    assert ingest_only.json()["detail"] == ("This API key lacks the 'read' scope. A project admin makes a key with it "
+                                            "on the dashboard's Keys page (/p/demo/keys/).")

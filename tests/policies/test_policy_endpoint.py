@@ -119,7 +119,9 @@ def test_an_ingest_only_key_is_a_403(project, policy, publish):
     publish(policy)
     response = KeyClient(make_key(project, scopes=["ingest"]).secret).get(URL)
     assert response.status_code == 403
-    assert response.json()["detail"] == "This API key lacks the 'policy:read' scope."
+    assert response.json()["detail"] == (
+        f"This API key lacks the 'policy:read' scope. A project admin makes a key with it on the dashboard's "
+        f"Keys page (/p/{project.slug}/keys/).")
 
 
 def test_an_admin_key_reads_the_policy(project, policy, publish):

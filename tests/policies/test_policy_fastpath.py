@@ -119,7 +119,9 @@ def test_a_key_without_the_scope_keeps_getting_djangos_403(project, version):
     for _ in range(3):  # the key's verification is cached after the first
         answer = served.get(ingest_only.secret, etag=version.etag)
         assert (answer.status, answer.by_django) == (403, True)
-        assert json.loads(answer.body)["detail"] == "This API key lacks the 'policy:read' scope."
+        assert json.loads(answer.body)["detail"] == (
+            f"This API key lacks the 'policy:read' scope. A project admin makes a key with it on the dashboard's "
+            f"Keys page (/p/{project.slug}/keys/).")
 
 
 def test_the_rate_limit_counts_each_poll_once_and_django_answers_the_429(agent_key, version, settings):

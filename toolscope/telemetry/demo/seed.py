@@ -15,9 +15,9 @@ from toolscope.policies.services.search_history import search_history_refresh
 from toolscope.telemetry.demo.generator import CONTEXT_WINDOW, sessions_generate
 from toolscope.telemetry.demo.policy import policy_history_store
 from toolscope.telemetry.demo.store import StoredCounts, catalog_store, demo_delete, sessions_store
-from toolscope.telemetry.models import Membership, Project, Role, Session, ToolCall, Turn
+from toolscope.telemetry.models import Membership, Project, Role, Scope, Session, ToolCall, Turn
 from toolscope.telemetry.services.api_keys import CreatedKey
-from toolscope.telemetry.services.projects import project_create
+from toolscope.telemetry.services.projects import DEFAULT_KEY_SCOPES, project_create
 
 DEMO_SLUG = "demo"
 DEMO_NAME = "Demo coding agent"
@@ -61,7 +61,9 @@ def demo_seed(*, sessions: int, seed: int, anchor: datetime, reset: bool = False
         return DemoSeedResult(created=False, admin_password=password, key=None, counts=_counts(existing))
     if existing is not None:
         demo_delete(project=existing)
-    created = project_create(slug=DEMO_SLUG, name=DEMO_NAME, owner=ADMIN_USERNAME, context_window=CONTEXT_WINDOW)
+    # The printed key also reads: the README's read API and `client.sessions()` work with it at once.
+    created = project_create(slug=DEMO_SLUG, name=DEMO_NAME, owner=ADMIN_USERNAME, context_window=CONTEXT_WINDOW,
+                             key_scopes=(*DEFAULT_KEY_SCOPES, Scope.READ))
     tools = catalog_store(project=created.project)
     # Published before the sessions are stored: processing accounts outputs under production.
     policy_history_store(policy=created.policy, tools=tools, user=admin)

@@ -81,8 +81,10 @@ def project_create(
     encoding: str = Encoding.O200K_BASE,
     context_window: int = 200_000,
     owner_email: str = "",
+    key_scopes: tuple[str, ...] = DEFAULT_KEY_SCOPES,
 ) -> CreatedProject:
-    """A project with its draft policy, its owner (created if missing) as admin, and one API key.
+    """A project with its draft policy, its owner (created if missing) as admin, and one API key
+    (what an agent needs by default: ingest and fetch the policy; the demo's also reads).
 
     `owner` is a username. Raises ValidationError for a bad or taken slug, an unknown encoding, a
     too small context window or a bad username; nothing is created then.
@@ -92,7 +94,7 @@ def project_create(
     user, password = _owner_get_or_create(username=owner, email=owner_email)
     Membership.objects.create(project=project, user=user, role=Role.ADMIN)
     policy = Policy.objects.create(project=project, mode=SelectionMode.ALL, updated_by=user)
-    key = api_key_create(project=project, name="default key", scopes=DEFAULT_KEY_SCOPES, created_by=user)
+    key = api_key_create(project=project, name="default key", scopes=list(key_scopes), created_by=user)
     return CreatedProject(project=project, policy=policy, owner=user, owner_password=password, key=key)
 
 

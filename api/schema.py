@@ -136,7 +136,7 @@ EVENT_BATCH_SCHEMA: dict[str, Any] = {
                 "input_tokens": _INT32, "output_tokens": _INT32, "cached_tokens": _INT32,
                 "cache_write_tokens": _INT32, "cache_write_1h_tokens": _INT32}}),
             "latency_ms": _NUMBER, "system_prompt": _TEXT, "system_prompt_chars": _INT32,
-            "task_message": _TEXT, "timed": {"type": "boolean"},
+            "task_message": _TEXT, "timed": {"type": "boolean"}, "tools_known": {"type": "boolean"},
             "messages": {"type": "array", "items": {"type": "object", "required": ["role", "content"], "properties": {
                 "role": _NAME, "content": _TEXT}}}}),
         _event("tool_call", ["session_id", "turn_index", "tool_name"], {

@@ -99,7 +99,7 @@ TURN_COLUMNS = ("id", "index", "model", "started_at", "time_known", "task_messag
                 "cached_tokens", "cache_write_tokens", "cache_write_1h_tokens", "latency_ms", "system_prompt_tokens",
                 "schema_tokens", "message_tokens",
                 "call_tokens", "tool_output_tokens", "estimated_input_tokens", "window_share", "near_window",
-                "advertised_set__tool_count")
+                "advertised_set__tool_count", "tools_from")
 
 
 def session_turns(*, session: Session) -> list[dict[str, Any]]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 from django.http import Http404, HttpRequest, HttpResponse
 
 from dashboard import charts, selectors
@@ -94,6 +96,8 @@ def session_detail(request: HttpRequest, access: ProjectAccess, client_id: str) 
         artifacts=[call for call in calls if call["artifact_id"]],
         call_turns={**elsewhere, **{call["id"]: call["turn_index"] for call in calls}}, elsewhere=elsewhere,
         unflagged=sum(call["error_text_unflagged"] for call in calls), paging=paging,
+        inferred=(inferred := Counter(turn["tools_from"] for turn in turns if turn["tools_from"])),
+        inferred_turns=inferred.total(),
         charts={key: charts.chart_json(figure) for key, figure in figures.items()}, cost=cost,
     )
 

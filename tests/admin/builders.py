@@ -16,7 +16,7 @@ from toolscope.policies.models import (
     ToolGroup,
     ToolVersion,
 )
-from toolscope.telemetry.models import Artifact, IngestBatch, Project, QuarantinedEvent
+from toolscope.telemetry.models import AgentTools, Artifact, IngestBatch, Project, QuarantinedEvent
 
 _seq = itertools.count(1)
 
@@ -113,6 +113,8 @@ def make_everything(project: Project) -> dict[type, object]:
         session,
         turn,
         turn.advertised_set,
+        AgentTools.objects.create(project=project, agent_name="coder", advertised_set=turn.advertised_set,
+                                  since=turn.started_at),
         factories.make_tool_call(turn, artifact=artifact),
         artifact,
         batch := make_batch(project),

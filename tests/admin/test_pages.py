@@ -15,6 +15,7 @@ from tests.admin.conftest import admin_url, change_url
 from toolscope.policies.models import PolicyAuditEntry, PolicyLabel, PolicyVersion, Tool, ToolGroup
 from toolscope.telemetry.models import (
     AdvertisedSet,
+    AgentTools,
     ApiKey,
     Artifact,
     IngestBatch,
@@ -33,7 +34,7 @@ ADMIN_MODELS = sorted(
 )
 # Rows that ingest, processing or publishing write; the admin only shows them.
 NOT_ADDABLE = {
-    Session, Turn, AdvertisedSet, ToolCall, Artifact, IngestBatch, QuarantinedEvent, Tool, PolicyVersion,
+    Session, Turn, AdvertisedSet, AgentTools, ToolCall, Artifact, IngestBatch, QuarantinedEvent, Tool, PolicyVersion,
     PolicyAuditEntry,
 }
 # Edited on the page of their tool or policy.
@@ -126,6 +127,7 @@ SEARCH_TERM = {
     "telemetry.Session": lambda rows: rows[Session].client_id,
     "telemetry.Turn": lambda rows: rows[Turn].client_id,
     "telemetry.AdvertisedSet": lambda rows: rows[AdvertisedSet].digest,
+    "telemetry.AgentTools": lambda rows: rows[AgentTools].agent_name,
     "telemetry.ToolCall": lambda rows: rows[ToolCall].client_id,
     "telemetry.Artifact": lambda rows: rows[ToolCall].client_id,
     "telemetry.QuarantinedEvent": lambda rows: rows[QuarantinedEvent].client_id,

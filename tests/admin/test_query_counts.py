@@ -7,6 +7,7 @@ from collections.abc import Callable
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 from tests import factories
 from tests.admin import builders
@@ -14,6 +15,7 @@ from tests.admin.conftest import admin_url
 from toolscope.policies.models import Policy, PolicyLabel, PolicyVersion, Tool, ToolGroup
 from toolscope.telemetry.models import (
     AdvertisedSet,
+    AgentTools,
     ApiKey,
     Artifact,
     IngestBatch,
@@ -50,6 +52,9 @@ ADD_ROW: dict[type, Callable[[Project], object]] = {
     AdvertisedSet: lambda project: factories.make_turn(
         factories.make_session(project), advertised=[f"tool-{factories.next_number()}"]
     ).advertised_set,
+    AgentTools: lambda project: AgentTools.objects.create(
+        project=project, agent_name=f"agent-{factories.next_number()}", since=timezone.now(),
+        advertised_set=factories.make_turn(factories.make_session(project), advertised=["read_file"]).advertised_set),
     ToolCall: _tool_call,
     Artifact: builders.make_artifact,
     IngestBatch: lambda project: builders.make_batch(project, {"events": [{"n": 1}]}),

@@ -370,3 +370,64 @@ def test_the_older_indexed_shape_of_a_real_openllmetry_export_is_mapped(otlp, pr
     call = ToolCall.objects.get(session=session)
     assert (call.tool_name, call.call_id, call.arguments, call.output, call.turn_index) == (
         "get_weather", "call_A1", {"city": "Paris"}, '{"temp_c": 21}', 0)
+
+
+# Issue 28, item 3: the openai-v2 instrumentation records no tool definitions. Its turns carry
+# what the project knows, marked as inferred, rather than no schema at all.
+def _agent_turns(project) -> list[Turn]:
+    session = Session.objects.filter(project=project).latest("started_at")  # the last agent run
+    return list(Turn.objects.filter(session=session).select_related("advertised_set").order_by("index"))
+
+
+def test_openai_v2_turns_carry_the_registered_catalog_marked_as_inferred(
+        live_server, transactional_db, provider, monkeypatch):
+    from toolscope_agent import Client
+
+    project = make_project("otlp-inferred-catalog")
+    key = make_key(project, scopes=["ingest"]).secret
+    Client(live_server.url, api_key=key).register_tools(TOOLS)
+    run_agent(provider, exporter("protobuf", live_server.url, key), monkeypatch, content=True)
+    process(project)
+    turns = _agent_turns(project)
+    assert [turn.tools_from for turn in turns] == ["catalog", "catalog"]
+    assert [tool["name"] for tool in turns[0].advertised_set.tools] == ["read_file"]
+    registered = project.tools.get(name="read_file").schema_tokens
+    assert registered > 0 and [turn.schema_tokens for turn in turns] == [registered, registered]
+
+
+def test_openai_v2_turns_carry_what_their_agent_last_advertised(live_server, transactional_db, provider, monkeypatch):
+    """The same agent (service.name) traced once by OpenLLMetry, which records definitions: the
+    openai-v2 turns after it carry that set, not the whole catalog."""
+    project = make_project("otlp-inferred-agent")
+    key = make_key(project, scopes=["ingest"]).secret
+    KeyClient(key).post("/api/v1/ingest", {"events": [{"type": "catalog", "id": "c1", "tools": [
+        {"name": "delete_everything", "description": "Not this agent's", "input_schema": {"type": "object"}}]}]},
+        format="json")
+    run_agent(provider, exporter("json", live_server.url, key), monkeypatch, content=True,
+              instrumentation="openllmetry")
+    process(project)
+    sent = Turn.objects.get(project=project, index=0)
+    assert sent.tools_from == "" and sent.schema_tokens > 0
+    run_agent(provider, exporter("protobuf", live_server.url, key), monkeypatch, content=True)
+    process(project)
+    turns = _agent_turns(project)
+    assert [(turn.tools_from, turn.advertised_set_id) for turn in turns] == [("agent", sent.advertised_set_id)] * 2
+    assert [turn.schema_tokens for turn in turns] == [sent.schema_tokens] * 2
+
+
+def test_openai_v2_turns_with_nothing_to_infer_from_say_so_on_the_session_page(
+        live_server, transactional_db, provider, monkeypatch, client):
+    from django.urls import reverse
+
+    from tests.factories import make_member
+
+    project = make_project("otlp-inferred-none")
+    run_agent(provider, exporter("protobuf", live_server.url, make_key(project, scopes=["ingest"]).secret),
+              monkeypatch, content=True)
+    process(project)
+    turns = _agent_turns(project)
+    assert [(turn.tools_from, turn.advertised_set_id, turn.schema_tokens) for turn in turns] == [
+        ("unknown", None, 0)] * 2
+    client.force_login(make_member(project).user)
+    page = client.get(reverse("dashboard:session", args=[project.slug, turns[0].session.client_id]))
+    assert "sent no tool definitions" in page.content.decode()

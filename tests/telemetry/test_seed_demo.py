@@ -242,7 +242,7 @@ def test_prints_an_admin_login_that_works_and_a_key_that_verifies(seeded):
     (secret,) = KEY_PATTERN.findall(seeded)
     key = api_key_verify(raw=secret)
     assert key.project.slug == "demo"
-    assert sorted(key.scopes) == ["ingest", "policy:read"]
+    assert sorted(key.scopes) == ["ingest", "policy:read", "read"]
 
 
 def test_the_same_seed_gives_the_same_data(seeded):

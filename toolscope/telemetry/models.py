@@ -214,6 +214,33 @@ class AdvertisedSet(models.Model):
         return f"{self.tool_count} tools ({self.digest[:8]})"
 
 
+class ToolsFrom(models.TextChoices):
+    """Where a turn's advertised tools come from (services/inferred_tools.py)."""
+
+    SENT = "", "sent with the turn"
+    AGENT = "agent", "inferred: the agent's last advertised set"
+    CATALOG = "catalog", "inferred: the project's catalog"
+    UNKNOWN = "unknown", "unknown: nothing to infer them from"
+
+
+class AgentTools(models.Model):
+    """The set of tools each agent (a session's agent name) last advertised, from the turns that
+    sent their definitions: what a turn of that agent that did not send them is taken to carry."""
+
+    project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+")
+    agent_name = models.CharField(max_length=200, blank=True)
+    advertised_set = models.ForeignKey(AdvertisedSet, on_delete=models.CASCADE, related_name="+")
+    # When the agent was first seen advertising this set (it is updated only when the set changes).
+    since = models.DateTimeField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["project", "agent_name"], name="agenttools_agent_unique")]
+        verbose_name_plural = "agent tools"
+
+    def __str__(self) -> str:
+        return f"{self.agent_name or '(no agent)'}: {self.advertised_set}"
+
+
 class Turn(models.Model):
     """One model request inside a session."""
 
@@ -230,6 +257,9 @@ class Turn(models.Model):
     advertised_set = models.ForeignKey(
         AdvertisedSet, null=True, blank=True, on_delete=models.PROTECT, related_name="turns"
     )
+    # Blank when the turn sent its tools; else whence the advertised set was inferred (an
+    # OpenTelemetry instrumentation that records no definitions sends none).
+    tools_from = models.CharField(max_length=8, choices=ToolsFrom.choices, blank=True, default="", db_default="")
     input_tokens = models.PositiveIntegerField(null=True, blank=True, help_text="As the provider reported.")
     output_tokens = models.PositiveIntegerField(null=True, blank=True, help_text="As the provider reported.")
     cached_tokens = models.PositiveIntegerField(null=True, blank=True,

@@ -19,7 +19,7 @@ from toolscope.telemetry.admin.common import (
     preformatted,
     pretty_json,
 )
-from toolscope.telemetry.models import AdvertisedSet, Artifact, Session, ToolCall, Turn
+from toolscope.telemetry.models import AdvertisedSet, AgentTools, Artifact, Session, ToolCall, Turn
 
 DATE_FILTER = admin.DateFieldListFilter
 
@@ -83,7 +83,7 @@ class TurnAdmin(TelemetryAdmin):
         "index", "session", "project", "model", "started_at",
         "input_tokens", "output_tokens", "cached_tokens", "latency_ms",
     ]
-    list_filter = ["project", "model", ("started_at", DATE_FILTER)]
+    list_filter = ["project", "model", "tools_from", ("started_at", DATE_FILTER)]
     list_select_related = ["session", "project"]
     list_defer = ("task_message",)
     search_fields = ["=client_id", "=session__client_id"]
@@ -91,7 +91,7 @@ class TurnAdmin(TelemetryAdmin):
         "project", "session", "client_id", "index", "model", "started_at", "time_known", "created_at",
         "input_tokens", "output_tokens", "cached_tokens", "cache_write_tokens", "cache_write_1h_tokens", "latency_ms",
         "system_prompt_chars",
-        "tool_calls_link", "task_message_text", "advertised_tools_json",
+        "tool_calls_link", "task_message_text", "tools_from", "advertised_tools_json",
     ]
     readonly_fields = fields
 
@@ -121,6 +121,18 @@ class AdvertisedSetAdmin(TelemetryAdmin):
     @admin.display(description="tools")
     def tools_json(self, obj: AdvertisedSet) -> SafeString:
         return pretty_json(obj.tools)
+
+
+@admin.register(AgentTools)
+class AgentToolsAdmin(TelemetryAdmin):
+    """Read-only: what a turn of each agent that sends no definitions is taken to carry."""
+
+    list_display = ["agent_name", "project", "advertised_set", "since"]
+    list_filter = ["project"]
+    list_select_related = ["project", "advertised_set"]
+    search_fields = ["agent_name"]
+    fields = ["project", "agent_name", "advertised_set", "since"]
+    readonly_fields = fields
 
 
 @admin.register(ToolCall)

@@ -187,6 +187,8 @@ def _turn(span: Span, session: str) -> tuple[dict[str, Any], list[dict[str, Any]
     hashed = _definitions_text(raw) if isinstance(raw, str) else _hashed(_definitions(raw))
     if hashed is not None:
         turn["tools"] = list(hashed)
+    else:  # no (readable) definitions: which tools the request carried is not known
+        turn["tools_known"] = False
     return turn, history or []
 
 

@@ -26,11 +26,12 @@ from toolscope_agent.engine.schemas import canonical_json
 
 from toolscope.policies.services.catalog import catalog_upsert
 from toolscope.telemetry.error_patterns import classify
-from toolscope.telemetry.models import BatchStatus, IngestBatch, Project, Session, ToolCall, Turn
+from toolscope.telemetry.models import BatchStatus, IngestBatch, Project, Session, ToolCall, ToolsFrom, Turn
 from toolscope.telemetry.retention import Days, days_of, days_within, event_days, expiry_day
 from toolscope.telemetry.services.accounting import BatchConflictError, sessions_account
 from toolscope.telemetry.services.advertised import advertised_entry, advertised_sets_resolve
 from toolscope.telemetry.services.bulk import ids_allocate, rows_update
+from toolscope.telemetry.services.inferred_tools import Advertised, Inferred, agent_tools_record, tools_infer
 from toolscope.telemetry.services.quarantine import Entry, events_apply_isolating, failure_reason, quarantine_store
 from toolscope.tokenizer import count_many
 
@@ -287,9 +288,7 @@ def _turns_new(
 
 
 def _turn_rows(project: Project, sessions: dict[str, Session], events: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    sets = advertised_sets_resolve(
-        project=project, lists=[[advertised_entry(tool) for tool in event.get("tools", ())] for event in events]
-    )
+    sets = _advertised_sets(project, sessions, events)
     system_tokens, message_tokens = _turn_tokens(project, events)
     ids = ids_allocate(Turn, len(events))
     now = timezone.now()
@@ -300,7 +299,7 @@ def _turn_rows(project: Project, sessions: dict[str, Session], events: list[dict
             "client_id": event["id"], "index": event["index"], "model": event.get("model", ""),
             "started_at": _when(event["timestamp"]), "time_known": event.get("timed", True),
             "expires_on": expiry_day(retention_days=project.retention_days, moment=_when(event["timestamp"]), on=today),
-            "advertised_set_id": advertised.pk if advertised else None,
+            "advertised_set_id": advertised.advertised_set_id, "tools_from": advertised.tools_from,
             "input_tokens": event.get("usage", {}).get("input_tokens"),
             "output_tokens": event.get("usage", {}).get("output_tokens"),
             "cached_tokens": event.get("usage", {}).get("cached_tokens"),
@@ -315,6 +314,27 @@ def _turn_rows(project: Project, sessions: dict[str, Session], events: list[dict
         for pk, event, advertised, system, messages in zip(
             ids, events, sets, system_tokens, message_tokens, strict=True)
     ]
+
+
+def _advertised_sets(project: Project, sessions: dict[str, Session], events: list[dict[str, Any]]) -> list[Inferred]:
+    """Each turn's advertised set: the tools it sent, or for one that says it does not know them
+    (`tools_known: false`), what its agent last advertised or the catalog (inferred_tools.py)."""
+    sets = advertised_sets_resolve(
+        project=project, lists=[[advertised_entry(tool) for tool in event.get("tools", ())] for event in events]
+    )
+    agents = [sessions[event["session_id"]].agent_name for event in events]
+    agent_tools_record(project=project, advertised=[
+        Advertised(agent, advertised.pk, _when(event["timestamp"]))
+        for agent, advertised, event in zip(agents, sets, events, strict=True) if advertised is not None])
+    unknown = {agent for agent, event in zip(agents, events, strict=True) if _tools_unknown(event)}
+    inferred = tools_infer(project=project, agents=unknown) if unknown else {}
+    return [inferred[agent] if _tools_unknown(event)
+            else Inferred(advertised.pk if advertised else None, ToolsFrom.SENT)
+            for agent, advertised, event in zip(agents, sets, events, strict=True)]
+
+
+def _tools_unknown(event: dict[str, Any]) -> bool:
+    return event.get("tools_known") is False and not event.get("tools")
 
 
 def text_hash(text: str) -> str:

@@ -68,8 +68,13 @@ if _database_url is None:
         "default": {
             "ENGINE": "django.db.backends.sqlite3",
             "NAME": env_str("TOOLSCOPE_SQLITE_PATH", str(BASE_DIR / "toolscope.sqlite3")),
-            # The embedded default writes from the web thread and eager tasks at once.
-            "OPTIONS": {"timeout": 20},
+            # The embedded default writes from the web threads and the background runs' thread
+            # at once (policies/services/background.py). WAL: a page reads while a run writes its
+            # progress, and a run reads while a page writes. IMMEDIATE: a transaction takes the
+            # write lock when it begins and waits up to `timeout` s for it, where one that read
+            # first would fail at once ("database is locked") if another wrote meanwhile.
+            "OPTIONS": {"timeout": 20, "transaction_mode": "IMMEDIATE",
+                        "init_command": "PRAGMA journal_mode=WAL"},
         }
     }
 else:

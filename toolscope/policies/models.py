@@ -377,6 +377,8 @@ class BackgroundRun(models.Model):
     key = models.CharField(max_length=64, help_text="SHA-256 of what the run was asked for.")
     status = models.CharField(max_length=16, choices=SimulationStatus.choices, default=SimulationStatus.PENDING)
     result = models.JSONField(null=True, blank=True)
+    headline = models.JSONField(null=True, blank=True,
+                                help_text="A done run's summary for the Runs page (sessions, savings, misses).")
     error = models.TextField(blank=True)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"

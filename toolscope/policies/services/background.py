@@ -18,12 +18,26 @@ project's runs go in the order they were asked for, and `background_queue_positi
 waiting run how many of its project's runs are ahead of it.
 
 Without a broker (tasks run in-process) and on SQLite there are no slots: a run runs when asked.
+
+In the background in every configuration (issue 28, item 8). Without a broker Celery runs a task
+in the caller, which for a run is the request that asked for it: a recommendation held the page
+half a minute, past the browser's patience. There the task goes to this process's background
+thread instead (`_InProcess`): the request answers at once with the pending run, whose page
+polls its progress like a worker's. One thread, runs in the order asked, so a process computes
+one run at a time (SIMULATIONS_PER_PROJECT's default, for all projects together). A daemon, so
+stopping the server never waits for a run: the one it cut short stays `running` until the
+project's next run fails it as WorkerLost (past BACKGROUND_LIMITS' time limit).
+
+When a run ends it keeps a `headline` beside its result (each kind's own summary: sessions, what
+it saves, its misses), so the Runs page lists any number of runs without loading results.
 """
 
 from __future__ import annotations
 
 import logging
+import queue
 import random
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -60,20 +74,57 @@ MAX_SLOTS = 256
 class _Kind:
     task: str
     work: Callable[[Any], dict[str, Any] | None]
+    headline: Callable[[dict[str, Any]], dict[str, Any]] | None = None
 
 
 _KINDS: dict[type[BackgroundRun], _Kind] = {}
 
 
-def background_kind(model: type[Run], *, task: str, work: Callable[[Run], dict[str, Any] | None]) -> None:
-    """Register a kind of run: the task that runs it and its work (services/simulation_runs.py,
-    services/recommendations.py), so that a slot runs its project's oldest run of any kind."""
-    _KINDS[model] = _Kind(task, work)
+def background_kind(model: type[Run], *, task: str, work: Callable[[Run], dict[str, Any] | None],
+                    headline: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> None:
+    """Register a kind of run: the task that runs it, its work and the headline of its result
+    (services/simulation_runs.py, services/recommendations.py), so that a slot runs its project's
+    oldest run of any kind."""
+    _KINDS[model] = _Kind(task, work, headline)
 
 
 def background_enqueue(task_name: str, *args: Any, **options: Any) -> None:
-    """Send `task_name(*args)` to the simulation queue (settings.SIMULATION_QUEUE)."""
+    """Send `task_name(*args)` to the simulation queue (settings.SIMULATION_QUEUE); without a
+    broker, to this process's background thread (the module's docstring)."""
+    if settings.CELERY_TASK_ALWAYS_EAGER:
+        _IN_PROCESS.submit(lambda: task_send(task_name, *args, queue=settings.SIMULATION_QUEUE, **options))
+        return
     task_send(task_name, *args, queue=settings.SIMULATION_QUEUE, **options)
+
+
+class _InProcess:
+    """One daemon thread that runs what is submitted, in order, each on the thread's own database
+    connection, closed after each run (a connection is per thread: the request's is not shared)."""
+
+    def __init__(self) -> None:
+        self._queue: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    def submit(self, call: Callable[[], None]) -> None:
+        self._queue.put(call)
+        with self._lock:
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._serve, name="toolscope-background", daemon=True)
+                self._thread.start()
+
+    def _serve(self) -> None:
+        while True:
+            call = self._queue.get()
+            try:
+                call()
+            except Exception:  # the run is marked failed with the error's type (_claim_and_run)
+                logger.exception("a background run failed in-process")
+            finally:
+                connection.close()
+
+
+_IN_PROCESS = _InProcess()
 
 
 def background_run(model: type[Run], pk: int, work: Callable[[Run], dict[str, Any] | None] | None = None,
@@ -119,8 +170,10 @@ def _claim_and_run(model: type[Run], pk: int, work: Callable[[Run], dict[str, An
         logger.exception("%s %s failed", model.__name__.lower(), pk)
         raise
     if result is not None:
+        summary = _KINDS[model].headline if model in _KINDS else None
         model.objects.filter(pk=pk, status=SimulationStatus.RUNNING).update(
-            status=SimulationStatus.DONE, result=result, finished_at=timezone.now())
+            status=SimulationStatus.DONE, result=result, headline=summary(result) if summary else None,
+            finished_at=timezone.now())
     run.refresh_from_db()
     return run
 

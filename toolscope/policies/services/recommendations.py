@@ -114,7 +114,21 @@ def _compute(run: Recommendation) -> dict[str, Any]:
                                   end=run.end, agent_name=run.agent_name, model=run.model, progress=progress)
 
 
-background_kind(Recommendation, task=RUN_TASK, work=_compute)
+def recommendation_headline(result: dict[str, Any]) -> dict[str, Any]:
+    """What the Runs page shows of a done recommendation: its sessions and candidates, the
+    recommended one (None with too few sessions) and what it saves, net of round trips, with its
+    hard misses and, when priced, its share of the dollars saved."""
+    best = next((row for row in result["candidates"] if row["name"] == result["recommended"]), None)
+    headline = {"sessions": result["sessions"], "candidates": len(result["candidates"]),
+                "recommended": result["recommended"]}
+    if best is not None:
+        headline.update(net_saved_share=best.get("net_saved_share", best["saved_share"]),
+                        hard_miss_rate=best.get("hard_miss_rate", best["miss_rate"]),
+                        dollars_saved_share=best["net_dollars_share"] if best.get("priced_sessions") else None)
+    return headline
+
+
+background_kind(Recommendation, task=RUN_TASK, work=_compute, headline=recommendation_headline)
 
 
 def policy_recommendations(*, project: Project, days: int = 14, limit: int = 2000,

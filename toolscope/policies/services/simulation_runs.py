@@ -110,7 +110,17 @@ def _replay(simulation: Simulation) -> dict[str, Any] | None:
     return summary.as_json(sessions=len(rows), seconds=time.monotonic() - started)
 
 
-background_kind(Simulation, task=RUN_TASK, work=_replay)
+def simulation_headline(result: dict[str, Any]) -> dict[str, Any]:
+    """What the Runs page shows of a done simulation: its sessions, the schema tokens it would
+    have saved (net of round trips), its misses and, when priced, the dollars saved."""
+    dollars = result.get("dollars") or {}
+    return {"sessions": result["sessions"], "saved_share": result["saved_share"],
+            "net_saved_share": result.get("net_saved_share", result["saved_share"]),
+            "miss_rate": result["miss_rate"], "hard_miss_rate": result.get("hard_miss_rate", result["miss_rate"]),
+            "dollars_saved": dollars.get("saved") if dollars.get("priced_sessions") else None}
+
+
+background_kind(Simulation, task=RUN_TASK, work=_replay, headline=simulation_headline)
 
 
 def _chunks(rows: list[tuple[int, str, datetime]]) -> Iterator[list[tuple[int, str, datetime]]]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from dashboard.views import home, keys, overview, policy, sessions, simulations, tools
+from dashboard.views import home, keys, overview, policy, runs, sessions, simulations, tools
 
 app_name = "dashboard"
 
@@ -44,6 +44,9 @@ urlpatterns = [
     path("p/<slug:slug>/policy/versions/<int:number>/reset/", policy.policy_draft_reset, name="policy_draft_reset"),
     path("p/<slug:slug>/policy/undo/", policy.policy_draft_undo, name="policy_draft_undo"),
     path("p/<slug:slug>/policy/simulations/", simulations.policy_simulations, name="policy_simulations"),
+    path("p/<slug:slug>/policy/runs/", runs.policy_runs, name="policy_runs"),
+    path("p/<slug:slug>/policy/recommendations/<int:recommendation_id>/", simulations.policy_recommendation,
+         name="policy_recommendation"),
     path("p/<slug:slug>/policy/recommendations/<int:recommendation_id>/status.json",
          simulations.policy_recommendation_status, name="policy_recommendation_status"),
     path("p/<slug:slug>/policy/recommendations/start/", simulations.policy_recommendation_start,

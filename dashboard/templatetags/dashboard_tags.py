@@ -72,6 +72,17 @@ def seconds(value: Any) -> str:
 
 
 @register.filter
+def elapsed(value: Any) -> str:
+    """A timedelta as 850 ms, 33 s or 2.5 min; nothing as a dash."""
+    if value is None:
+        return DASH
+    total = value.total_seconds()
+    if total < 1:
+        return f"{total * 1000:.0f}{NBSP}ms"
+    return f"{total:.0f}{NBSP}s" if total < 120 else f"{total / 60:.1f}{NBSP}min"
+
+
+@register.filter
 def kpi_value(kpi: Any) -> str:
     if kpi.kind == "usd":
         return usd(kpi.current)

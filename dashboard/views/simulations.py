@@ -111,11 +111,15 @@ def policy_simulations(request: HttpRequest, access: ProjectAccess) -> HttpRespo
 def _recommendations(request: HttpRequest, access: ProjectAccess) -> dict[str, Any]:
     """The recommendation section: its form (editors start a run with a POST, see
     policy_recommendation_start), and the run asked for (?recommendation=<id>, else the project's
-    latest): waiting for its turn, computing the candidates (a progress bar), or its candidates.
-    Reading the page never starts anything."""
-    runs = Recommendation.objects.filter(project=access.project)
+    latest). Reading the page never starts anything."""
+    runs = Recommendation.objects.filter(project=access.project).select_related("created_by")
     pk = request.GET.get("recommendation", "")
-    run = runs.filter(pk=pk).first() if pk.isdigit() else runs.order_by("-created_at", "-pk").first()
+    return _recommendation(runs.filter(pk=pk).first() if pk.isdigit() else runs.order_by("-created_at", "-pk").first())
+
+
+def _recommendation(run: Recommendation | None) -> dict[str, Any]:
+    """A run for the recommendation card (_recommendation.html): waiting for its turn, computing
+    the candidates (a progress bar), failed, or its candidates; the form set to its window."""
     form = RecommendationForm(initial={"days": run.days, "limit": run.limit} if run is not None else None)
     if run is None:
         return {"recommend_form": form, "recommendation": None}
@@ -131,19 +135,30 @@ def _recommendations(request: HttpRequest, access: ProjectAccess) -> dict[str, A
     return context
 
 
+@project_view()
+@require_safe
+def policy_recommendation(request: HttpRequest, access: ProjectAccess, recommendation_id: int) -> HttpResponse:
+    """One recommendation's page, where starting it leads and the Runs page opens it."""
+    run = (Recommendation.objects.filter(project=access.project, pk=recommendation_id)
+           .select_related("created_by").first())
+    if run is None:
+        raise Http404("No such recommendation in this project.")
+    return _page(request, access, "dashboard/policy_recommendation.html", on_run_page=True, **_recommendation(run))
+
+
 @project_view(min_role=Role.EDITOR)
 @require_POST
 def policy_recommendation_start(request: HttpRequest, access: ProjectAccess) -> HttpResponse:
-    """Queue the recommendation for the form's window (or reopen the one made), then show it.
-    `retry` starts a failed one afresh."""
+    """Queue the recommendation for the form's window (or reopen the one made), then show its page
+    at once: it runs in the background in every configuration (services/background.py). `retry`
+    starts a failed one afresh."""
     form = RecommendationForm(request.POST)
     if not form.is_valid():
         return HttpResponse("Choose a number of days and at most 5,000 sessions.", status=400)
     run, _ = recommendation_start(project=access.project, days=form.cleaned_data["days"],
                                   limit=form.cleaned_data["limit"], user=request.user,
                                   retry="recommend-retry" in request.POST)
-    url = reverse("dashboard:policy_simulations", args=[access.project.slug])
-    return redirect(f"{url}?recommendation={run.pk}")
+    return redirect(reverse("dashboard:policy_recommendation", args=[access.project.slug, run.pk]))
 
 
 @project_view(min_role=Role.EDITOR)
@@ -184,7 +199,7 @@ def policy_recommendation_apply(request: HttpRequest, access: ProjectAccess) -> 
             notes=["You can undo it from the draft page afterwards."],
             action=reverse("dashboard:policy_recommendation_apply", args=[access.project.slug]),
             button="Apply to the draft",
-            cancel=f"{reverse('dashboard:policy_simulations', args=[access.project.slug])}?recommendation={run.pk}")
+            cancel=reverse("dashboard:policy_recommendation", args=[access.project.slug, run.pk]))
     entry = apply(policy)
     change = f": {entry.summary}" if entry else " (it already was the draft)"
     messages.success(request, f"Applied “{chosen['name']}” to the draft{change}. Publish it when ready, "

@@ -52,6 +52,11 @@ def page(client, project, run: Recommendation | None = None, **params):
     return client.get(reverse("dashboard:policy_simulations", args=[project.slug]), query)
 
 
+def run_page(project, run: Recommendation) -> str:
+    """A recommendation's own page, where starting one leads (and the Runs page opens it)."""
+    return reverse("dashboard:policy_recommendation", args=[project.slug, run.pk])
+
+
 def start(client, project, **params):
     return client.post(reverse("dashboard:policy_recommendation_start", args=[project.slug]), {**WINDOW, **params})
 
@@ -61,7 +66,7 @@ def started(client, project, capture, **params) -> Recommendation:
     with capture(execute=False) as queued:
         response = start(client, project, **params)
     run = Recommendation.objects.filter(project=project).latest("created_at")
-    assert response.status_code == 302 and response["Location"].endswith(f"?recommendation={run.pk}")
+    assert response.status_code == 302 and response["Location"] == run_page(project, run)
     assert len(queued) == 1 and run.status == "pending"
     return run
 
@@ -139,7 +144,7 @@ def test_asking_again_reopens_the_run_and_new_sessions_make_a_new_one(
         editor_client, project, recorded, django_capture_on_commit_callbacks):
     first = computed(editor_client, project, django_capture_on_commit_callbacks)
     with django_capture_on_commit_callbacks(execute=False) as queued:
-        assert start(editor_client, project)["Location"].endswith(f"?recommendation={first.pk}")
+        assert start(editor_client, project)["Location"] == run_page(project, first)
     assert not queued
     make_session(project)
     again = started(editor_client, project, django_capture_on_commit_callbacks)
@@ -191,7 +196,7 @@ def test_a_failed_run_says_so_and_is_retried_only_when_asked(viewer_client, edit
     assert b"data-recommend-retry" not in shown.content  # a viewer cannot retry
     assert b"data-recommend-retry" in page(editor_client, project).content
     with django_capture_on_commit_callbacks(execute=False) as queued:
-        assert start(editor_client, project)["Location"].endswith(f"?recommendation={run.pk}")  # not retried
+        assert start(editor_client, project)["Location"] == run_page(project, run)  # not retried
     assert not queued
     retried = started(editor_client, project, django_capture_on_commit_callbacks, **{"recommend-retry": 1})
     assert retried.pk != run.pk and retried.status == "pending"

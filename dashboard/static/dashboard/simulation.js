@@ -1,9 +1,11 @@
 // A running simulation's (or recommendation's) progress bar: polls its status once a second,
 // shows the steps done (sessions replayed, candidates scored: the card's data-unit) and the time
 // left at the pace so far, or while it waits its turn how many of its project's runs are ahead,
-// and reloads the page (with the result) once it has ended.
+// and reloads the page (with the result) once it has ended. The Runs page, while one of its runs
+// is pending or running, reloads every few seconds.
 (function () {
   "use strict";
+  if (document.querySelector("[data-runs-live]")) window.setTimeout(() => window.location.reload(), 3000);
   const card = document.querySelector("[data-simulation-status]");
   if (!card) return;
   const bar = card.querySelector("[data-progress]");

@@ -7,17 +7,27 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.db.models import Count
 from toolscope_agent.engine.render import selection_cost
+from toolscope_agent.engine.schemas import schema_hash
 from toolscope_agent.engine.selection import SessionState, search_tool_added, select_tools
 from toolscope_agent.engine.tokens import tool_tokens
 
-from toolscope.policies.models import Policy, PolicyAuditEntry, PolicyLabel, PolicyVersion, Simulation, Tool
-from toolscope.policies.selectors import policy_label_version, tool_catalog
+from toolscope.policies.models import (
+    Policy,
+    PolicyAuditEntry,
+    PolicyLabel,
+    PolicyVersion,
+    Simulation,
+    Tool,
+    ToolVersion,
+)
+from toolscope.policies.selectors import Definition, policy_label_version, tool_catalog
 from toolscope.policies.services.diff import document_diff
 from toolscope.policies.services.documents import document_content, policy_document_build
 from toolscope.policies.services.simulation_runs import simulation_latest
-from toolscope.telemetry.models import Project
-from toolscope.tokenizer import counter
+from toolscope.telemetry.models import AgentTools, Project
+from toolscope.tokenizer import counter, schema_tokens
 
 VERSIONS_SHOWN = 50
 AUDIT_SHOWN = 15
@@ -143,6 +153,58 @@ class SentTool:
 
 
 @dataclass(frozen=True)
+class CatalogView:
+    """The definitions a policy page counts, one per name, and whose they are: with an agent
+    chosen, those of the set it last advertised, the rest (and with none chosen, all) the most
+    recently seen definition of each name, as /policy/resolve picks them (docs/policy.md,
+    "Catalog identity"). The draft page and the Test page count the same ones."""
+
+    definitions: dict[str, Definition]
+    tokens: dict[str, int]
+    agent: str  # "" when none is chosen
+    agents: list[str]  # the agents whose advertised set is known
+    from_agent: int  # names whose definition is the agent's
+    several: list[str]  # names that had more than one definition (agents' differ, or one changed)
+
+    @property
+    def whose(self) -> str:
+        if self.agent:
+            tools = f"{self.from_agent} tool{'s' if self.from_agent != 1 else ''}"
+            return f"{self.agent}'s last advertised set for {tools}; the most recently seen definition of any other"
+        return "the most recently seen definition of each tool (any agent's)"
+
+
+def catalog_view(*, project: Project, agent: str = "") -> CatalogView:
+    """Three or four queries: the agents, the names with several definitions, the catalog, and the
+    chosen agent's set."""
+    agents: dict[str, list[Definition]] = dict(AgentTools.objects.filter(project=project).order_by("agent_name")
+                                               .values_list("agent_name", "advertised_set__tools"))
+    definitions = {definition["name"]: definition for definition in tool_catalog(project=project)}
+    from_agent = 0
+    if agent in agents:
+        own = tool_catalog(project=project, advertised=agents[agent])
+        definitions.update((definition["name"], definition) for definition in own)
+        from_agent = len(own)
+    several = list(ToolVersion.objects.filter(tool__project=project).values("tool__name")
+                   .annotate(definitions=Count("schema_hash", distinct=True)).filter(definitions__gt=1)
+                   .order_by("tool__name").values_list("tool__name", flat=True))
+    return CatalogView(definitions=definitions, tokens=_tokens(definitions.values(), project.encoding),
+                       agent=agent if agent in agents else "", agents=list(agents), from_agent=from_agent,
+                       several=several)
+
+
+def _tokens(definitions: Any, encoding: str) -> dict[str, int]:
+    """Each definition's schema tokens as Tool.schema_tokens counts them (memoised by hash)."""
+    out = {}
+    for definition in definitions:
+        description, schema = definition.get("description") or "", definition.get("input_schema") or {}
+        digest = definition.get("schema_hash") or schema_hash(definition["name"], description, schema)
+        out[definition["name"]] = schema_tokens(name=definition["name"], description=description, input_schema=schema,
+                                                schema_hash=digest, encoding=encoding, flavor=FLAVOR)
+    return out
+
+
+@dataclass(frozen=True)
 class MessageTest:
     """What the draft sends for one message on the first turn of a session."""
 
@@ -153,6 +215,7 @@ class MessageTest:
     menu: str | None
     tokens: int
     all_tokens: int
+    catalog: CatalogView
 
     @property
     def allowed_count(self) -> int:
@@ -167,25 +230,27 @@ class MessageTest:
         return self.saved / self.all_tokens if self.all_tokens else None
 
 
-def draft_message_test(*, project: Project, policy: Policy | None, message: str) -> MessageTest:
+def draft_message_test(*, project: Project, policy: Policy | None, message: str,
+                       catalog: CatalogView | None = None) -> MessageTest:
     """select_tools on the project's catalog under the draft, with an empty session state, priced
-    against sending every allowed tool: the draft document's queries plus one for the catalog. A
+    against sending every allowed tool: the draft document's queries plus catalog_view's. A
     draft that searches gets toolscope's `tool_search` when the catalog has none, as
-    /policy/resolve and the SDK send it."""
+    /policy/resolve and the SDK send it. Each tool counts as on the draft page (`catalog`)."""
     document = policy_document_build(policy=policy) if policy is not None else NO_POLICY
-    catalog = tool_catalog(project=project)
-    selection = select_tools(search_tool_added(catalog, document), document, SessionState(), message)
+    catalog = catalog or catalog_view(project=project)
+    definitions = list(catalog.definitions.values())
+    selection = select_tools(search_tool_added(definitions, document), document, SessionState(), message)
     allowed = document["selection"].get("allowed")
-    everything = select_tools(catalog, {"selection": {"mode": "all", "allowed": allowed}}, SessionState(), "")
+    everything = select_tools(definitions, {"selection": {"mode": "all", "allowed": allowed}}, SessionState(), "")
     count = counter(project.encoding)
     tools = [
         SentTool(tool["name"], selection.reasons[tool["name"]],
-                 tool_tokens(tool["name"], tool.get("description") or "", tool.get("input_schema") or {}, count,
-                             FLAVOR))
+                 catalog.tokens.get(tool["name"]) or tool_tokens(
+                     tool["name"], tool.get("description") or "", tool.get("input_schema") or {}, count, FLAVOR))
         for tool in selection.tools
     ]
     return MessageTest(
         message=message, mode=selection.mode, tools=tools, deferred=[tool["name"] for tool in selection.deferred],
         menu=selection.menu, tokens=selection_cost(selection, count, FLAVOR),
-        all_tokens=selection_cost(everything, count, FLAVOR),
+        all_tokens=selection_cost(everything, count, FLAVOR), catalog=catalog,
     )

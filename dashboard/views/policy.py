@@ -93,14 +93,16 @@ def policy_draft(request: HttpRequest, access: ProjectAccess) -> HttpResponse:
 
 def _draft_page(request: HttpRequest, access: ProjectAccess, editor: PolicyDraftForms, policy: Policy | None,
                 status: int = 200) -> HttpResponse:
-    rows = editor.draft.tool_rows()
+    # Counted as the Test page counts them: one definition per name, whose it is said (issue 28, item 4).
+    catalog = selectors.catalog_view(project=access.project, agent=request.GET.get("agent", ""))
+    rows = [{**row, "tokens": catalog.tokens.get(row["name"], row["tokens"])} for row in editor.draft.tool_rows()]
     return _page(
         request, access, "dashboard/policy.html", status=status, editor=editor, policy=policy, tool_rows=rows,
         undoable=draft_last_undoable(policy=policy) if policy is not None and not status >= 400 else None,
         always_on_tokens=sum(row["tokens"] for row in rows if row["always_on"]),
         always_on_count=sum(1 for row in rows if row["always_on"]),
         catalog_tokens=sum(row["tokens"] for row in rows), labels=selectors.policy_labels(project_id=access.project.pk),
-        test_form=MessageTestForm(), readonly=not access.can_edit,
+        test_form=MessageTestForm(), readonly=not access.can_edit, catalog=catalog,
     )
 
 
@@ -109,11 +111,12 @@ def _draft_page(request: HttpRequest, access: ProjectAccess, editor: PolicyDraft
 def policy_test(request: HttpRequest, access: ProjectAccess) -> HttpResponse:
     form = MessageTestForm(request.GET)
     result = None
+    catalog = selectors.catalog_view(project=access.project, agent=request.GET.get("agent", ""))
     if "message" in request.GET and form.is_valid():
         policy = selectors.policy_get(project_id=access.project.pk)
         result = selectors.draft_message_test(project=access.project, policy=policy,
-                                              message=form.cleaned_data["message"])
-    return _page(request, access, "dashboard/policy_test.html", test_form=form, result=result,
+                                              message=form.cleaned_data["message"], catalog=catalog)
+    return _page(request, access, "dashboard/policy_test.html", test_form=form, result=result, catalog=catalog,
                  status=200 if form.is_valid() else 400)
 
 

@@ -6,7 +6,7 @@ from typing import Any
 
 from django.db.models import Count, Max
 
-from toolscope.policies.models import PolicyLabel, PolicyVersion, SearchHistory, Tool
+from toolscope.policies.models import PolicyLabel, PolicyVersion, SearchHistory, Tool, ToolVersion
 from toolscope.telemetry.models import Project
 
 SETTINGS_FIELDS = ("scope", "requires_approval", "redact", "max_result_tokens", "on_schema_error", "retry_policy")
@@ -54,9 +54,27 @@ def tool_catalog(
     ):
         by_name.setdefault(name, []).append({"name": name, "description": description, "input_schema": schema,
                                              "source": tool_source, "schema_hash": digest})
+    if wanted is not None:
+        _versions_add(project, wanted, by_name)
     names = sorted(by_name if wanted is None else wanted)
     chosen = (_definition_chosen(by_name.get(name, []), (wanted or {}).get(name), source) for name in names)
     return [definition for definition in chosen if definition is not None]
+
+
+def _versions_add(project: Project, wanted: dict[str, Definition], by_name: dict[str, list[Definition]]) -> None:
+    """An advertised reference to a definition the catalog has since replaced (another agent
+    advertised the name with another schema) is that earlier definition, from ToolVersion: one
+    query, only when some reference is not a current definition."""
+    current = {row["schema_hash"] for rows in by_name.values() for row in rows}
+    missing = {entry["schema_hash"] for entry in wanted.values()
+               if entry.get("schema_hash") and entry.get("input_schema") is None} - current
+    if not missing:
+        return
+    versions = ToolVersion.objects.filter(tool__project=project, tool__name__in=wanted, schema_hash__in=missing)
+    for name, description, schema, tool_source, digest in versions.order_by("-first_seen_at").values_list(
+            "tool__name", "description", "input_schema", "tool__source", "schema_hash"):
+        by_name.setdefault(name, []).append({"name": name, "description": description, "input_schema": schema,
+                                             "source": tool_source, "schema_hash": digest})
 
 
 def tool_catalog_revision(*, project: Project) -> tuple[int, int, Any]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from dashboard.views import home, keys, overview, policy, runs, sessions, simulations, tools
+from dashboard.views import home, keys, overview, policy, runs, session_list, sessions, simulations, tools
 
 app_name = "dashboard"
 
@@ -26,8 +26,8 @@ urlpatterns = [
     path("p/<slug:slug>/tools/<path:name>/calls.csv", tools.tool_calls_csv, name="tool_calls_csv"),
     path("p/<slug:slug>/tools/<path:name>/sample.csv", tools.tool_sample_csv, name="tool_sample_csv"),
     path("p/<slug:slug>/tools/<path:name>/", tools.tool_detail, name="tool"),
-    path("p/<slug:slug>/sessions/", sessions.session_list, name="sessions"),
-    path("p/<slug:slug>/sessions.csv", sessions.session_list_csv, name="sessions_csv"),
+    path("p/<slug:slug>/sessions/", session_list.session_list, name="sessions"),
+    path("p/<slug:slug>/sessions.csv", session_list.session_list_csv, name="sessions_csv"),
     path("p/<slug:slug>/sessions/<path:client_id>/turns.csv", sessions.session_turns_csv, name="session_turns_csv"),
     path("p/<slug:slug>/sessions/<path:client_id>/calls.csv", sessions.session_calls_csv, name="session_calls_csv"),
     path("p/<slug:slug>/sessions/<path:client_id>/", sessions.session_detail, name="session"),

@@ -9,14 +9,13 @@ LIMIT or one session's key.
 from dashboard.selectors.common import COMPONENTS, UNATTRIBUTED, projects_for_user
 from dashboard.selectors.keys import api_key_get, api_key_list
 from dashboard.selectors.overview import Kpi, dead_weight, overview_kpis, token_series, tool_usage, top_by
+from dashboard.selectors.session_list import PAGE_SIZE, SessionPage, session_export, session_facets, session_list
 from dashboard.selectors.sessions import (
     DETAIL_PAGE_MAX,
     DETAIL_PAGE_SIZE,
-    PAGE_SIZE,
     POSITION,
     Position,
     SessionDetailPage,
-    SessionPage,
     calls_elsewhere,
     position_format,
     position_parse,
@@ -24,10 +23,7 @@ from dashboard.selectors.sessions import (
     session_cost,
     session_cost_turns,
     session_detail_page,
-    session_export,
-    session_facets,
     session_get,
-    session_list,
     session_transcript,
     session_turns,
 )

@@ -7,44 +7,16 @@ from collections import Counter
 from django.http import Http404, HttpRequest, HttpResponse
 
 from dashboard import charts, selectors
-from dashboard.forms import SessionFilterForm, cursor_format
 from dashboard.permissions import ProjectAccess, project_view
 from dashboard.views.common import csv_name, csv_response, csv_rows, range_from, render_page
 from toolscope.telemetry.models import Session
 
-LIST_COLUMNS = ("client_id", "agent_name", "model", "started_at", "ended_at", "turn_count", "tool_call_count",
-                "error_count", "duplicate_tokens", "max_window_share", "near_window", "via")
 TURN_COLUMNS = ("index", "started_at", "model", *(key for key, _ in selectors.COMPONENTS), "estimated_input_tokens",
                 "input_tokens", selectors.UNATTRIBUTED[0], "output_tokens", "cached_tokens", "window_share",
                 "near_window", "cache_write_tokens", "cache_write_1h_tokens", *selectors.COST_COLUMNS)
 CALL_COLUMNS = ("turn_index", "offset_s", "started_at", "tool_name", "status", "duration_ms", "output_tokens",
                 "duplicate_of_id", "duplicate_tokens", "artifact__tokens_before", "artifact__tokens_after", "error",
                 "time_known", "error_rule", "error_text_unflagged")
-
-
-@project_view()
-def session_list(request: HttpRequest, access: ProjectAccess) -> HttpResponse:
-    time_range, range_form = range_from(request)
-    form = SessionFilterForm(request.GET)
-    filters = form.filters()
-    window = {"project_id": access.project.pk, "start": time_range.start, "end": time_range.end}
-    page = selectors.session_list(**window, **filters)
-    return render_page(
-        request, access, "dashboard/sessions.html", active="sessions", time_range=time_range,
-        range_form=range_form, form=form, filters=filters, page=page,
-        facets=selectors.session_facets(**window), page_size=selectors.PAGE_SIZE,
-        next_after=cursor_format(*page.next_after) if page.next_after else None,
-    )
-
-
-@project_view()
-def session_list_csv(request: HttpRequest, access: ProjectAccess) -> HttpResponse:
-    time_range, _ = range_from(request)
-    filters = SessionFilterForm(request.GET).filters()
-    filters.pop("after")
-    rows = selectors.session_export(project_id=access.project.pk, start=time_range.start, end=time_range.end,
-                                    **filters)
-    return csv_response(csv_name(access, "sessions", time_range), LIST_COLUMNS, csv_rows(rows, LIST_COLUMNS))
 
 
 def _session_or_404(access: ProjectAccess, client_id: str) -> Session:

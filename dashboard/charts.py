@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import bisect
 import math
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -199,9 +200,11 @@ def session_budget(turns: Sequence[dict[str, Any]], *, components: Sequence[tupl
     # A session far below its window would show flat bars under the line: it opens zoomed on the
     # turns, and a button shows the whole window.
     zoomed = peak < context_window * WINDOW_ZOOM_BELOW
-    figure = _figure(traces, title="Context budget per turn", barmode="stack", height=380,
+    # The legend goes under the plot: above it, the buttons at its right end covered its last entries.
+    figure = _figure(traces, title="Context budget per turn", barmode="stack", height=420,
                      xaxis={"title": "turn", "dtick": 1 if len(turns) <= 30 else None},
-                     yaxis={"title": "tokens", "range": [0, peak * 1.15] if zoomed else whole})
+                     yaxis={"title": "tokens", "range": [0, peak * 1.15] if zoomed else whole},
+                     legend={"y": -0.3, "yanchor": "top"}, margin={"t": 56, "b": 110})
     figure.add_hline(y=context_window, line={"color": COLORS["window"], "dash": "dash", "width": 1.5},
                      annotation={"text": f"context window {context_window:,}", "xanchor": "left"},
                      annotation_position="top left")
@@ -216,11 +219,29 @@ def session_budget(turns: Sequence[dict[str, Any]], *, components: Sequence[tupl
     return figure
 
 
+# The timeline's rows: the most-called tools one each, the rest together, so it stays readable
+# at any number of calls (a row per call overlapped its labels from ~100 calls on).
+TIMELINE_ROWS = 12
+OTHER_TOOLS = "(other tools)"
+
+
+def timeline_rows(calls: Sequence[dict[str, Any]], *, rows: int = TIMELINE_ROWS) -> list[str]:
+    """The row of each call: its tool's name for the `rows` - 1 most-called tools (all of them
+    when there are at most `rows`), OTHER_TOOLS for the rest; ties go to the tool called first."""
+    counts = Counter(call["tool_name"] for call in calls)
+    if len(counts) <= rows:
+        return [call["tool_name"] for call in calls]
+    kept = {name for name, _ in counts.most_common(rows - 1)}
+    return [call["tool_name"] if call["tool_name"] in kept else OTHER_TOOLS for call in calls]
+
+
 def session_timeline(calls: Sequence[dict[str, Any]]) -> go.Figure:
-    """Each tool call as a bar from its start (seconds after the session started) for its duration.
-    When any call's time is unknown (offset_s None: a transcript), every call is drawn by its
-    order instead, one step each: no time axis is drawn that the data does not have."""
-    labels = [f"#{call['turn_index']} {call['tool_name']}" for call in calls]
+    """Each tool call as a bar from its start (seconds after the session started) for its duration,
+    on its tool's row (timeline_rows: at most TIMELINE_ROWS, whatever the number of calls; a call's
+    turn and tool are in its hover text, never a label on the plot). When any call's time is
+    unknown (offset_s None: a transcript), every call is drawn by its order instead, one step
+    each: no time axis is drawn that the data does not have."""
+    rows = timeline_rows(calls)
     colors = [COLORS["calls"] if call["status"] == "ok" else COLORS["errors"] for call in calls]
     timed = all(call["offset_s"] is not None for call in calls)
     if timed:
@@ -231,20 +252,21 @@ def session_timeline(calls: Sequence[dict[str, Any]]) -> go.Figure:
         xaxis = {"title": "seconds since the session started"}
     else:
         widths, starts = [0.9] * len(calls), list(range(len(calls)))
-        hover = "%{customdata[0]} (%{customdata[1]})<br>call %{y} in order; time not recorded<extra></extra>"
+        hover = "%{customdata[0]} (%{customdata[1]})<br>call %{base} in order; time not recorded<extra></extra>"
         title = "Tool calls in order (the source records no times)"
-        xaxis = {"title": "order of the calls", "dtick": 1}
+        xaxis = {"title": "order of the calls", "dtick": 1 if len(calls) <= 30 else None}
     bar = go.Bar(
-        x=widths, base=starts, y=list(range(len(calls))), orientation="h",
-        marker={"color": colors}, customdata=[[label, call["status"], call["duration_ms"]] for label, call in
-                                              zip(labels, calls, strict=True)],
+        x=widths, base=starts, y=rows, orientation="h", width=0.7,
+        marker={"color": colors, "line": {"width": 0}},
+        customdata=[[f"turn {call['turn_index']} {call['tool_name']}", call["status"], call["duration_ms"]]
+                    for call in calls],
         hovertemplate=hover,
     )
-    height = max(220, 60 + 16 * len(calls))
-    return _figure([bar], title=title, height=min(height, 900), hovermode="closest",
+    order = sorted(dict.fromkeys(rows), key=lambda row: row == OTHER_TOOLS)  # the rest last
+    return _figure([bar], title=title, height=max(180, 90 + 26 * len(order)), hovermode="closest",
                    showlegend=False, margin={"t": 40}, xaxis=xaxis,
-                   yaxis={"autorange": "reversed", "tickvals": list(range(len(calls))), "ticktext": labels,
-                          "rangemode": "normal"})
+                   yaxis={"autorange": "reversed", "categoryorder": "array", "categoryarray": order,
+                          "type": "category", "rangemode": "normal"})
 
 
 def simulation_days(days: dict[str, dict[str, int]]) -> go.Figure:

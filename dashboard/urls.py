@@ -30,6 +30,8 @@ urlpatterns = [
     path("p/<slug:slug>/sessions.csv", session_list.session_list_csv, name="sessions_csv"),
     path("p/<slug:slug>/sessions/<path:client_id>/turns.csv", sessions.session_turns_csv, name="session_turns_csv"),
     path("p/<slug:slug>/sessions/<path:client_id>/calls.csv", sessions.session_calls_csv, name="session_calls_csv"),
+    path("p/<slug:slug>/sessions/<path:client_id>/calls/<int:call_id>.txt", sessions.session_call_text,
+         name="session_call_text"),
     path("p/<slug:slug>/sessions/<path:client_id>/", sessions.session_detail, name="session"),
     path("p/<slug:slug>/keys/", keys.key_list, name="keys"),
     path("p/<slug:slug>/keys.csv", keys.key_list_csv, name="keys_csv"),

@@ -201,4 +201,25 @@ def session_transcript(*, turns: list[dict[str, Any]], calls: list[dict[str, Any
     for index in sorted(by_index):
         out.append({"index": index, "missing": True, "messages": [], "task_message": "", "calls": by_index[index]})
     out.sort(key=lambda turn: turn["index"])
+    for turn in out:
+        turn["errors"] = sum(call["status"] != "ok" for call in turn["calls"])
     return out
+
+
+def call_previews(*, calls: list[dict[str, Any]], chars: int) -> list[dict[str, Any]]:
+    """Each call's output, error and artifact texts cut to their first `chars`
+    characters (pure): `<field>_preview` and `<field>_more`, the characters left out (0: none).
+    A page of 200 calls of multi-kilobyte logs weighed megabytes; the whole text is one link away."""
+    for call in calls:
+        for field in ("output", "error", "artifact__original", "artifact__compacted"):
+            text = call.get(field) or ""
+            call[f"{field}_preview"], call[f"{field}_more"] = text[:chars], max(len(text) - chars, 0)
+    return calls
+
+
+def session_call_text(*, session: Session, call_id: int) -> dict[str, Any] | None:
+    """One call of the session with its whole output and its artifact's original (None: no such
+    call in this session). One query, in the session's day partitions."""
+    rows = call_values(ToolCall.objects.filter(session_id=session.pk, pk=call_id),
+                       ("id", "tool_name", "turn_index", "output", "artifact__original"), days_of([session]), 1)
+    return rows[0] if rows else None

@@ -1,4 +1,4 @@
-"""The sessions list and a session's own page."""
+"""A session's own page, its CSVs and its calls' whole outputs."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ from django.http import Http404, HttpRequest, HttpResponse
 
 from dashboard import charts, selectors
 from dashboard.permissions import ProjectAccess, project_view
+from dashboard.selectors.sessions import call_previews
+from dashboard.selectors.sessions import session_call_text as call_text
 from dashboard.views.common import csv_name, csv_response, csv_rows, range_from, render_page
 from toolscope.telemetry.models import Session
 
@@ -28,6 +30,10 @@ def _session_or_404(access: ProjectAccess, client_id: str) -> Session:
 
 # Turns and calls on one page of a session (the read API's default is larger: it has no charts).
 SESSION_PAGE_SIZE = 200
+# Characters of an output (an error, a compacted output's texts) the page shows; a link opens the
+# whole text. 200 calls of 24 KB logs made pages of megabytes; 200 previews stay under 1 MB.
+PREVIEW_CHARS = 2_000
+OPEN_TURNS = 3
 
 
 def _start_turn(raw: str | None) -> int | None:
@@ -44,16 +50,19 @@ def session_detail(request: HttpRequest, access: ProjectAccess, client_id: str) 
     page = selectors.session_detail_page(session=session, after=after, start_turn=start_turn,
                                          limit=SESSION_PAGE_SIZE)
     turns, calls = page.turns, page.calls
-    transcript = selectors.session_transcript(turns=turns, calls=calls, started_at=session.started_at)
+    cost = selectors.session_cost(session=session, turns=turns)  # before the transcript copies the turns
+    transcript = selectors.session_transcript(turns=turns, calls=call_previews(calls=calls, chars=PREVIEW_CHARS),
+                                              started_at=session.started_at)
     # Repeats whose first occurrence is on another page link to that page (it starts at its turn).
     elsewhere = {pk: row["turn_index"] for pk, row in selectors.calls_elsewhere(session=session, calls=calls).items()}
-    cost = selectors.session_cost(session=session, turns=turns)
     figures = {
         "budget": charts.session_budget(turns, components=selectors.COMPONENTS,
                                         context_window=access.project.context_window),
         "timeline": charts.session_timeline(calls),
     }
     first_page = after is None and not start_turn
+    # The first turns of the page open; the rest show their summary line, a click away.
+    open_turns = {turn["index"] for turn in transcript[:OPEN_TURNS]}
     paging = {
         "whole": first_page and page.next_after is None,  # the whole session is on this page
         "first": first_page,
@@ -71,7 +80,21 @@ def session_detail(request: HttpRequest, access: ProjectAccess, client_id: str) 
         inferred=(inferred := Counter(turn["tools_from"] for turn in turns if turn["tools_from"])),
         inferred_turns=inferred.total(),
         charts={key: charts.chart_json(figure) for key, figure in figures.items()}, cost=cost,
+        open_turns=open_turns,
     )
+
+
+@project_view()
+def session_call_text(request: HttpRequest, access: ProjectAccess, client_id: str, call_id: int) -> HttpResponse:
+    """One call's whole output as plain text (`?original=1`: the original its artifact kept)."""
+    session = _session_or_404(access, client_id)
+    call = call_text(session=session, call_id=call_id)
+    if call is None:
+        raise Http404("No such call in this session.")
+    text = call["artifact__original"] if request.GET.get("original") else call["output"]
+    if text is None:
+        raise Http404("This call's output was not compacted.")
+    return HttpResponse(text, content_type="text/plain; charset=utf-8")
 
 
 @project_view()

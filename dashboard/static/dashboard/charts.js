@@ -11,7 +11,8 @@
     }
     var figure = JSON.parse(source.textContent);
     var layout = figure.layout || {};
-    if (element.clientWidth < NARROW && layout.showlegend !== false && figure.data.length > 1) {
+    var under = layout.legend && layout.legend.y < 0;
+    if (element.clientWidth < NARROW && layout.showlegend !== false && figure.data.length > 1 && !under) {
       // A phone: the legend wraps onto several lines, so it goes under the plot instead of above.
       layout.legend = Object.assign({}, layout.legend, {y: -0.22, yanchor: "top"});
       layout.margin = Object.assign({}, layout.margin, {t: 40});

@@ -154,21 +154,30 @@ class ToolTableForm(forms.Form):
 # --- sessions list -------------------------------------------------------------------------------
 
 
+SESSION_SORTS = [("time", "Newest"), ("tokens", "Most tokens"), ("cost", "Most dollars"), ("errors", "Most errors"),
+                 ("turns", "Most turns")]
+
+
 class SessionFilterForm(forms.Form):
     agent = forms.CharField(required=False, max_length=200)
     model = forms.CharField(required=False, max_length=200)
     errors = forms.ChoiceField(required=False, choices=[("", "Any"), ("yes", "With errors"), ("no", "Without")])
     near_window = forms.BooleanField(required=False, label="Near the window")
     gateway = forms.BooleanField(required=False, label="Through the MCP gateway")
-    # "<started_at ISO>|<id>" of the last row shown: keyset pagination, no COUNT and no OFFSET.
+    q = forms.CharField(required=False, max_length=200, strip=True, label="Search")
+    sort = forms.ChoiceField(required=False, choices=SESSION_SORTS)
+    # "<sort value>|<id>" of the last row shown: keyset pagination, no COUNT and no OFFSET.
     after = forms.CharField(required=False, max_length=80, widget=forms.HiddenInput)
 
     def filters(self) -> dict[str, object]:
         data = self.cleaned_data if self.is_valid() else {}
         errors = {"yes": True, "no": False}.get(data.get("errors") or "")
+        sort = data.get("sort") or "time"
         return {"agent": data.get("agent") or "", "model": data.get("model") or "", "has_errors": errors,
                 "near_window": bool(data.get("near_window")), "gateway": bool(data.get("gateway")),
-                "after": cursor_parse(data.get("after") or "")}
+                "q": data.get("q") or "", "sort": sort,
+                "after": cursor_parse(data.get("after") or "") if sort == "time" else count_cursor_parse(
+                    data.get("after") or "")}
 
 
 def cursor_parse(raw: str) -> tuple[datetime, int] | None:
@@ -182,8 +191,17 @@ def cursor_parse(raw: str) -> tuple[datetime, int] | None:
         return None
 
 
-def cursor_format(started_at: datetime, pk: int) -> str:
-    return f"{started_at.isoformat()}|{pk}"
+def count_cursor_parse(raw: str) -> tuple[int, int] | None:
+    """A cursor of a list sorted by a number (tokens, dollars, errors, turns): "<value>|<id>"."""
+    value, sep, pk = raw.rpartition("|")
+    try:
+        return (int(value), int(pk)) if sep else None
+    except ValueError:
+        return None
+
+
+def cursor_format(value: datetime | int, pk: int) -> str:
+    return f"{value.isoformat() if isinstance(value, datetime) else value}|{pk}"
 
 
 # --- API keys ------------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ Tenancy as everywhere: a key reads its own project only; another project's sessi
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 from typing import Any
 
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema
@@ -78,6 +79,9 @@ class SessionsQuery(RangeQuery):
     near_window = StrictBooleanField(required=False, default=False)
     gateway = StrictBooleanField(required=False, default=False,
                                        help_text="Only sessions recorded through toolscope-mcp, the MCP gateway.")
+    q = serializers.CharField(required=False, allow_blank=True, max_length=200,
+                              help_text="Sessions whose id, metadata (tags included) or a turn's task message "
+                                        "holds this text, case-insensitively.")
     cursor = serializers.RegexField(CURSOR, required=False, allow_blank=True,
                                     help_text="The previous page's next_cursor (where it ended: the start time "
                                               "in microseconds since the epoch, and the id).")
@@ -95,6 +99,7 @@ class SessionsQuery(RangeQuery):
         return moment, min(pk, MAX_ID)
 
 
+NANOS = Decimal(1_000_000_000)
 MAX_INT = 2**31 - 1
 
 
@@ -133,7 +138,8 @@ def _range(data: dict[str, Any]) -> dict[str, Any]:
 SESSION_EXAMPLE = {"results": [{
     "client_id": "run-42", "agent_name": "coder", "model": "gpt-4o", "started_at": "2026-11-26T09:00:00Z",
     "ended_at": "2026-11-26T09:04:10Z", "turn_count": 12, "tool_call_count": 19, "error_count": 1,
-    "duplicate_tokens": 840, "max_window_share": 0.41, "near_window": False, "via": None}],
+    "duplicate_tokens": 840, "max_window_share": 0.41, "near_window": False, "total_tokens": 182_400,
+    "usd": "0.183", "via": None}],
     "next_cursor": "1795683600000000_1841"}
 
 
@@ -152,8 +158,11 @@ class SessionsView(APIView):
         page = selectors.session_list(
             project_id=request.auth.project_id, **_range(data), agent=data.get("agent", ""),
             model=data.get("model", ""), has_errors={"yes": True, "no": False}.get(data.get("errors", "")),
-            near_window=data["near_window"], gateway=data["gateway"], after=data.get("cursor"), limit=data["limit"])
-        rows = [{key: value for key, value in row.items() if key != "id"} for row in page.rows]
+            near_window=data["near_window"], gateway=data["gateway"], q=data.get("q", ""), after=data.get("cursor"),
+            limit=data["limit"])
+        rows = [{**{key: value for key, value in row.items() if key not in ("id", "sort_key", "cost_nanos")},
+                 "usd": None if row["cost_nanos"] is None else _money(Decimal(row["cost_nanos"]) / NANOS)}
+                for row in page.rows]
         return Response({"results": rows, "next_cursor": _cursor(*page.next_after) if page.next_after else None})
 
 

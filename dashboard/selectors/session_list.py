@@ -6,14 +6,21 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db.models import Q
+from django.db.models import F, Q, TextField, Value
 from django.db.models.fields.json import KT
+from django.db.models.functions import Cast, Coalesce
 
-from toolscope.telemetry.models import Session
+from toolscope.telemetry.models import Session, Turn
 
 PAGE_SIZE = 50
 SESSION_COLUMNS = ("id", "client_id", "agent_name", "model", "started_at", "ended_at", "turn_count",
-                   "tool_call_count", "error_count", "duplicate_tokens", "max_window_share", "near_window")
+                   "tool_call_count", "error_count", "duplicate_tokens", "max_window_share", "near_window",
+                   "total_tokens", "cost_nanos")
+# What the list sorts by, largest (newest) first; the cursor is (that value, id). Unpriced sessions
+# sort after every priced one.
+SORTS: dict[str, Any] = {"time": F("started_at"), "tokens": F("total_tokens"),
+                         "cost": Coalesce("cost_nanos", Value(-1)), "errors": F("error_count"),
+                         "turns": F("turn_count")}
 # What toolscope-mcp (the MCP gateway) writes into the metadata of the sessions it records.
 GATEWAY_KEY, GATEWAY_NAME = "gateway", "toolscope-mcp"
 
@@ -21,13 +28,15 @@ GATEWAY_KEY, GATEWAY_NAME = "gateway", "toolscope-mcp"
 @dataclass(frozen=True)
 class SessionPage:
     rows: list[dict[str, Any]]
-    # (started_at, id) of the last row when more rows follow; the next page starts after it.
-    next_after: tuple[datetime, int] | None
+    # (sort value, id) of the last row when more rows follow; the next page starts after it.
+    next_after: tuple[Any, int] | None
 
 
 def _session_filter(*, project_id: int, start: datetime, end: datetime, agent: str, model: str,
-                    has_errors: bool | None, near_window: bool, gateway: bool = False) -> Q:
+                    has_errors: bool | None, near_window: bool, gateway: bool = False, q: str = "") -> Q:
     condition = Q(project_id=project_id, started_at__gte=start, started_at__lt=end)
+    if q:
+        condition &= _search(project_id, start, q)
     if agent:
         condition &= Q(agent_name=agent)
     if model:
@@ -41,32 +50,48 @@ def _session_filter(*, project_id: int, start: datetime, end: datetime, agent: s
     return condition
 
 
+def _search(project_id: int, start: datetime, q: str) -> Q:
+    """Sessions whose id, metadata (tags included: they are in it) or a turn's task message holds
+    `q`, case-insensitively. The turns looked at are the project's since the range's start."""
+    tasks = Turn.objects.filter(project_id=project_id, started_at__gte=start, task_message__icontains=q)
+    return (Q(client_id__icontains=q) | Q(metadata_text__icontains=q)
+            | Q(pk__in=tasks.order_by().values("session_id")))
+
+
 def session_list(
     *, project_id: int, start: datetime, end: datetime, agent: str = "", model: str = "",
-    has_errors: bool | None = None, near_window: bool = False, gateway: bool = False,
-    after: tuple[datetime, int] | None = None, limit: int = PAGE_SIZE,
+    has_errors: bool | None = None, near_window: bool = False, gateway: bool = False, q: str = "",
+    sort: str = "time", after: tuple[Any, int] | None = None, limit: int = PAGE_SIZE,
 ) -> SessionPage:
-    """Newest first, `limit` rows after the cursor, from the sessions' summary fields: one query.
-    Keyset pagination over (started_at, id): no OFFSET and no COUNT, so page 100 costs page 1."""
+    """`limit` rows after the cursor, largest `sort` value first (newest for time), from the
+    sessions' summary fields: one query. Keyset pagination over (sort value, id): no OFFSET and
+    no COUNT, so page 100 costs page 1."""
     condition = _session_filter(project_id=project_id, start=start, end=end, agent=agent, model=model,
-                                has_errors=has_errors, near_window=near_window, gateway=gateway)
+                                has_errors=has_errors, near_window=near_window, gateway=gateway, q=q)
     if after is not None:
-        moment, pk = after
-        condition &= Q(started_at__lt=moment) | Q(started_at=moment, id__lt=pk)
+        value, pk = after
+        condition &= Q(sort_key__lt=value) | Q(sort_key=value, id__lt=pk)
     # One row more than shown tells whether a next page exists.
-    rows = list(Session.objects.filter(condition).order_by("-started_at", "-id")
-                .values(*SESSION_COLUMNS, via=KT(f"metadata__{GATEWAY_KEY}"))[:limit + 1])
+    rows = list(_annotated(sort).filter(condition).order_by("-sort_key", "-id")
+                .values(*SESSION_COLUMNS, "sort_key", via=KT(f"metadata__{GATEWAY_KEY}"))[:limit + 1])
     more = len(rows) > limit
     rows = rows[:limit]
-    return SessionPage(rows=rows, next_after=(rows[-1]["started_at"], rows[-1]["id"]) if more else None)
+    return SessionPage(rows=rows, next_after=(rows[-1]["sort_key"], rows[-1]["id"]) if more else None)
+
+
+def _annotated(sort: str) -> Any:
+    return Session.objects.annotate(sort_key=SORTS.get(sort, SORTS["time"]),
+                                    metadata_text=Cast("metadata", TextField()))
 
 
 def session_export(*, project_id: int, start: datetime, end: datetime, agent: str = "", model: str = "",
-                   has_errors: bool | None = None, near_window: bool = False, gateway: bool = False) -> Any:
-    """Every matching session for a CSV, streamed from a server-side cursor: one query."""
+                   has_errors: bool | None = None, near_window: bool = False, gateway: bool = False, q: str = "",
+                   sort: str = "time") -> Any:
+    """Every matching session for a CSV, in the list's order, streamed from a server-side cursor:
+    one query."""
     condition = _session_filter(project_id=project_id, start=start, end=end, agent=agent, model=model,
-                                has_errors=has_errors, near_window=near_window, gateway=gateway)
-    return (Session.objects.filter(condition).order_by("-started_at", "-id")
+                                has_errors=has_errors, near_window=near_window, gateway=gateway, q=q)
+    return (_annotated(sort).filter(condition).order_by("-sort_key", "-id")
             .values(*SESSION_COLUMNS, via=KT(f"metadata__{GATEWAY_KEY}")).iterator(chunk_size=2000))
 
 

@@ -2,15 +2,29 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
+from decimal import Decimal
+from typing import Any
+
 from django.http import HttpRequest, HttpResponse
+from django.utils import timezone
 
 from dashboard import selectors
-from dashboard.forms import SessionFilterForm, cursor_format
+from dashboard.forms import SESSION_SORTS, SessionFilterForm, cursor_format
 from dashboard.permissions import ProjectAccess, project_view
 from dashboard.views.common import csv_name, csv_response, csv_rows, range_from, render_page
 
 LIST_COLUMNS = ("client_id", "agent_name", "model", "started_at", "ended_at", "turn_count", "tool_call_count",
-                "error_count", "duplicate_tokens", "max_window_share", "near_window", "via")
+                "error_count", "duplicate_tokens", "max_window_share", "near_window", "via", "total_tokens", "usd")
+NANOS = Decimal(1_000_000_000)
+
+
+def _priced(rows: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    """Each row with its dollars (`usd`, exact; None when unpriced) beside its billionths."""
+    for row in rows:
+        row["usd"] = None if row["cost_nanos"] is None else Decimal(row["cost_nanos"]) / NANOS
+        yield row
+
 
 @project_view()
 def session_list(request: HttpRequest, access: ProjectAccess) -> HttpResponse:
@@ -19,9 +33,12 @@ def session_list(request: HttpRequest, access: ProjectAccess) -> HttpResponse:
     filters = form.filters()
     window = {"project_id": access.project.pk, "start": time_range.start, "end": time_range.end}
     page = selectors.session_list(**window, **filters)
+    list(_priced(page.rows))
     return render_page(
         request, access, "dashboard/sessions.html", active="sessions", time_range=time_range,
-        range_form=range_form, form=form, filters=filters, page=page,
+        range_form=range_form, form=form, filters=filters, page=page, sorts=SESSION_SORTS,
+        # Only the first page of the newest sessions changes as sessions arrive: it refreshes itself.
+        live=filters["sort"] == "time" and filters["after"] is None and time_range.end >= timezone.now(),
         facets=selectors.session_facets(**window), page_size=selectors.PAGE_SIZE,
         next_after=cursor_format(*page.next_after) if page.next_after else None,
     )
@@ -34,4 +51,5 @@ def session_list_csv(request: HttpRequest, access: ProjectAccess) -> HttpRespons
     filters.pop("after")
     rows = selectors.session_export(project_id=access.project.pk, start=time_range.start, end=time_range.end,
                                     **filters)
-    return csv_response(csv_name(access, "sessions", time_range), LIST_COLUMNS, csv_rows(rows, LIST_COLUMNS))
+    return csv_response(csv_name(access, "sessions", time_range), LIST_COLUMNS,
+                        csv_rows(_priced(rows), LIST_COLUMNS))

@@ -169,6 +169,10 @@ class Session(models.Model):
     duplicate_tokens = models.PositiveIntegerField(default=0)
     max_window_share = models.FloatField(null=True, blank=True)
     near_window = models.BooleanField(default=False, help_text="A turn used over 80% of the context window.")
+    total_tokens = models.PositiveBigIntegerField(
+        default=0, db_default=0, help_text="Each request's input (as reported, else estimated) and output, summed.")
+    cost_nanos = models.BigIntegerField(null=True, blank=True,
+                                        help_text="US dollars x 10^9 of its priced requests; null: none priced.")
     created_at = models.DateTimeField(auto_now_add=True)
     # The day its last turn or call expires (or its own start's, with none): retention deletes the
     # session the day after, when nothing of it is left (services/retention.py). Kept by processing.

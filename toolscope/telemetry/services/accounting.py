@@ -345,8 +345,10 @@ def _budgets_save(
         budget = _budget(turn, project, schema=set_tokens.get(turn["advertised_set_id"]) or 0,
                          messages=messages, calls=arguments, outputs=carried)
         budgets.append(budget)
-        by_session[session].append(budget)
     _costs_add(project, turns, budgets)
+    for turn, budget in zip(turns, budgets, strict=True):
+        by_session[turn["session_id"]].append(
+            {**budget, "input_tokens": turn["input_tokens"], "output_tokens": turn["output_tokens"]})
     changed = []
     for turn, budget in zip(turns, budgets, strict=True):
         if turn["id"] in fresh:
@@ -387,7 +389,7 @@ def _calls_link_turns(session_ids: list[int], days: Days | None) -> None:
 
 
 SUMMARY_FIELDS = ("turn_count", "tool_call_count", "error_count", "duplicate_tokens", "max_window_share",
-                  "near_window", "expires_on", "first_expires_on")
+                  "near_window", "total_tokens", "cost_nanos", "expires_on", "first_expires_on")
 
 
 def _sessions_summarize(
@@ -408,7 +410,19 @@ def _sessions_summarize(
         summary.turn_count = len(shares)
         summary.max_window_share = max(shares, default=None)
         summary.near_window = any(b["near_window"] for b in budgets.get(sid, ()))
+        summary.total_tokens, summary.cost_nanos = session_totals(budgets.get(sid, ()))
     rows_update(Session, SUMMARY_FIELDS, list(summaries.values()))
+
+
+def session_totals(turns: Sequence[dict[str, Any]]) -> tuple[int, int | None]:
+    """A session's tokens (each request's input as the provider reported it, else as estimated,
+    and its output) and its dollars in billionths (None when no request was priced)."""
+    tokens, costs = 0, [turn["cost_nanos"] for turn in turns if turn.get("cost_nanos") is not None]
+    for turn in turns:
+        reported = turn["input_tokens"]
+        tokens += (reported if reported is not None else turn["estimated_input_tokens"] or 0)
+        tokens += turn["output_tokens"] or 0
+    return tokens, (sum(costs) if costs else None)
 
 
 BUDGET_FIELDS = ("schema_tokens", "message_tokens", "call_tokens", "tool_output_tokens", "estimated_input_tokens",

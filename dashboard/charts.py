@@ -121,8 +121,9 @@ def histogram_bins(values: Sequence[float]) -> tuple[list[Bin], bool]:
     positive = [value for value in data if value > 0]
     log = len(positive) > 1 and positive[-1] / positive[0] > LOG_SPREAD
     low, high = (positive[0], positive[-1]) if log else (data[0], data[-1])
-    if high == low:
-        return [Bin(low, high, len(data))], False
+    if high == low:  # one size: a bar of its own width around it, not one of width 0 that draws nothing
+        pad = max(abs(low) * 0.05, 0.5)
+        return [Bin(low - pad, high + pad, len(data))], False
     count = _bin_count([math.log10(max(value, low)) for value in data] if log else data)
     if log:
         ratio = (high / low) ** (1 / count)
@@ -200,11 +201,12 @@ def session_budget(turns: Sequence[dict[str, Any]], *, components: Sequence[tupl
     # A session far below its window would show flat bars under the line: it opens zoomed on the
     # turns, and a button shows the whole window.
     zoomed = peak < context_window * WINDOW_ZOOM_BELOW
-    # The legend goes under the plot: above it, the buttons at its right end covered its last entries.
+    # The legend goes under the plot: above it, the buttons at its right end covered its last entries;
+    # the top margin keeps the buttons under the title on a phone.
     figure = _figure(traces, title="Context budget per turn", barmode="stack", height=420,
                      xaxis={"title": "turn", "dtick": 1 if len(turns) <= 30 else None},
                      yaxis={"title": "tokens", "range": [0, peak * 1.15] if zoomed else whole},
-                     legend={"y": -0.3, "yanchor": "top"}, margin={"t": 56, "b": 110})
+                     legend={"y": -0.3, "yanchor": "top"}, margin={"t": 76, "b": 110})
     figure.add_hline(y=context_window, line={"color": COLORS["window"], "dash": "dash", "width": 1.5},
                      annotation={"text": f"context window {context_window:,}", "xanchor": "left"},
                      annotation_position="top left")

@@ -63,9 +63,11 @@ class TimeRange:
 
     @property
     def label(self) -> str:
-        last = self.end - (DAY if self.key == "custom" else HOUR)
-        fmt = "%Y-%m-%d" if self.key == "custom" else "%Y-%m-%d %H:00"
-        return f"{self.start:{fmt}} to {last:{fmt}} UTC"
+        """The first and the last day, or the first and the last minute (a preset counts its last
+        hour whole: ending at 11:00, it holds 10:54's data, so it reads "to 10:59")."""
+        if self.key == "custom":
+            return f"{self.start:%Y-%m-%d} to {self.end - DAY:%Y-%m-%d} UTC"
+        return f"{self.start:%Y-%m-%d %H:%M} to {self.end - timedelta(minutes=1):%Y-%m-%d %H:%M} UTC"
 
     @property
     def span_label(self) -> str:

@@ -25,6 +25,7 @@ from toolscope.policies.models import (
     Tool,
     ToolGroup,
 )
+from toolscope.policies.selectors import SETTINGS_FIELDS
 from toolscope.policies.services.audit import audit_draft_change, audit_record
 from toolscope.policies.services.documents import PRODUCTION_LABEL
 from toolscope.policies.services.drafts import draft_snapshot
@@ -335,3 +336,17 @@ class VersionPairForm(forms.Form):
 
 class MessageTestForm(forms.Form):
     message = forms.CharField(max_length=MESSAGE_MAX, required=False, widget=forms.Textarea(attrs={"rows": 3}))
+
+
+class ToolSettingsForm(forms.ModelForm):
+    """A tool's per-tool settings, served in the policy by name (every source's definition)."""
+
+    redact = KeywordsField(required=False, label="Redact arguments, comma-separated",
+                           help_text="Argument names replaced by [REDACTED] before anything is recorded.")
+
+    class Meta:
+        model = Tool
+        fields = list(SETTINGS_FIELDS)
+        labels = {"requires_approval": "Requires approval", "max_result_tokens": "Max result tokens",
+                  "on_schema_error": "On a schema error", "retry_policy": "Retry policy (JSON)"}
+        widgets = {"retry_policy": forms.Textarea(attrs={"rows": 2})}

@@ -25,6 +25,7 @@ urlpatterns = [
     # .csv routes come first so that ".../calls.csv" is never read as part of a name.
     path("p/<slug:slug>/tools/<path:name>/calls.csv", tools.tool_calls_csv, name="tool_calls_csv"),
     path("p/<slug:slug>/tools/<path:name>/sample.csv", tools.tool_sample_csv, name="tool_sample_csv"),
+    path("p/<slug:slug>/tools/<path:name>/settings", tools.tool_settings, name="tool_settings"),
     path("p/<slug:slug>/tools/<path:name>/", tools.tool_detail, name="tool"),
     path("p/<slug:slug>/sessions/", session_list.session_list, name="sessions"),
     path("p/<slug:slug>/sessions.csv", session_list.session_list_csv, name="sessions_csv"),

@@ -69,9 +69,18 @@ class Kpi:
         return (self.current - self.previous) * 100
 
     @property
-    def verdict(self) -> str:
-        """"good", "bad" or "" for the change's colour."""
+    def change_shown(self) -> float | None:
+        """The change as the page prints it: whole percent for counts, tenths of a point for shares
+        (0.004 is shown as 0%, and coloured as no change)."""
         change = self.change
+        if change is None:
+            return None
+        return round(change, 1) if self.kind == "share" else round(change * 100) / 100
+
+    @property
+    def verdict(self) -> str:
+        """"good", "bad" or "" for the change's colour: none for a change shown as zero."""
+        change = self.change_shown
         if not change or not self.better:
             return ""
         return "good" if (change > 0) == (self.better == "up") else "bad"

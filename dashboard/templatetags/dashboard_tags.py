@@ -92,12 +92,12 @@ def kpi_value(kpi: Any) -> str:
 @register.filter
 def kpi_change(kpi: Any) -> str:
     """+12% for counts, +1.5 pp for shares, a dash without a previous value."""
-    change = kpi.change
+    change = kpi.change_shown
     if change is None:
         return DASH
     if kpi.kind == "share":
-        return f"{change:+.1f}{NBSP}pp"
-    return f"{change * 100:+.0f}%"
+        return f"{change:+.1f}{NBSP}pp" if change else f"0.0{NBSP}pp"
+    return f"{change * 100:+.0f}%" if change else "0%"
 
 
 @register.filter

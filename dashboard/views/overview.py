@@ -36,10 +36,20 @@ def overview(request: HttpRequest, access: ProjectAccess) -> HttpResponse:
     }
     return render_page(
         request, access, "dashboard/overview.html", active="overview", time_range=time_range,
-        range_form=range_form, kpis=kpis, series=series, by_calls=by_calls, by_schema=by_schema,
+        range_form=range_form, kpis=kpis, kpi_columns=kpi_columns(len(kpis)), series=series, by_calls=by_calls,
+        by_schema=by_schema,
         dead=dead[:TOP * 2], dead_count=len(dead), dead_tokens=sum(row["schema_tokens"] for row in dead),
         charts={name: charts.chart_json(figure) for name, figure in figures.items()},
     )
+
+
+def kpi_columns(count: int) -> dict[str, int]:
+    """Columns of the KPI grid, wide (at most 8) and medium (at most 5): the most that leave the
+    last row at least half full, so no card is left alone on a row (13 cards: 8 + 5, 5 + 5 + 3)."""
+    def most(limit: int) -> int:
+        return next(c for c in range(min(limit, count) or 1, 0, -1) if count % c == 0 or 2 * (count % c) >= c)
+
+    return {"wide": most(8), "medium": most(5)}
 
 
 @project_view()

@@ -4,14 +4,21 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect
+from django.urls import reverse
+from django.views.decorators.http import require_POST
 
 from dashboard import charts, selectors
 from dashboard.forms import TOOL_SHOW, TOOL_SORTS, TimeRange, ToolTableForm
+from dashboard.forms_policy import ToolSettingsForm
 from dashboard.permissions import ProjectAccess, project_view
 from dashboard.selectors.tools import tool_definitions
 from dashboard.views.common import csv_name, csv_response, csv_rows, range_from, render_page
 from toolscope.policies.models import Tool
+from toolscope.policies.services.drafts import tool_settings_update
+from toolscope.telemetry.models import Role
 
 TABLE_COLUMNS = ("name", "in_catalog", "source", "calls", "errors", "error_rate", "unflagged_errors", "p50_ms",
                  "p95_ms", "mean_output_tokens", "catalog_schema_tokens", "schema_tokens", "duplicates",
@@ -85,7 +92,26 @@ def tool_detail(request: HttpRequest, access: ProjectAccess, name: str) -> HttpR
         errors=selectors.tool_errors(**window),
         versions=selectors.tool_versions(tool_id=tool.pk) if tool else [],
         search=selectors.tool_search_texts(project_id=access.project.pk, name=name),
+        settings_form=ToolSettingsForm(instance=tool) if tool else None,
     )
+
+
+@project_view(min_role=Role.EDITOR)
+@require_POST
+def tool_settings(request: HttpRequest, access: ProjectAccess, name: str) -> HttpResponse:
+    """Save the tool's per-tool settings (every source's definition of the name): a draft change,
+    audited and undoable on the draft page."""
+    tool = _tool_or_404(access, name)
+    if tool is None:
+        raise Http404("The tool is not in the catalog: it has no settings.")
+    form = ToolSettingsForm(request.POST, instance=tool)
+    if not form.is_valid():
+        messages.error(request, "Not saved: " + "; ".join(
+            f"{form[field].label}: {' '.join(errors)}" for field, errors in form.errors.items()))
+        return redirect(reverse("dashboard:tool", args=[access.project.slug, name]) + "#settings")
+    entry = tool_settings_update(tool=tool, values=form.cleaned_data, user=request.user)
+    messages.success(request, f"Saved. {entry.summary}" if entry else "Saved: nothing changed.")
+    return redirect(reverse("dashboard:tool", args=[access.project.slug, name]) + "#settings")
 
 
 def _tool_charts(series: Rows, sample: Rows, *, bucket: str, called: bool) -> dict[str, str]:

@@ -149,3 +149,18 @@ def compaction_write(policy: Policy, rules: list[dict[str, Any]]) -> None:
     CompactionRule.objects.bulk_create([
         CompactionRule(policy=policy, position=position, tools=rule["tools"], max_tokens=rule["max_tokens"],
                        strategy=rule["strategy"]) for position, rule in enumerate(rules)])
+
+
+def tool_settings_update(*, tool: Tool, values: dict[str, Any], user: AbstractBaseUser | None
+                         ) -> PolicyAuditEntry | None:
+    """Save a tool's per-tool settings (SETTINGS_FIELDS in `values`) on every source's definition
+    of its name, as the policy serves them by name; recorded as a draft change that can be undone.
+    None when nothing changed."""
+    changed = {field: values[field] for field in SETTINGS_FIELDS if field in values}
+    with transaction.atomic():
+        # Serialises edits of one draft, so `before` is the state this save replaces.
+        policy = Policy.objects.select_for_update().filter(project_id=tool.project_id).first()
+        before = draft_snapshot(policy=policy) if policy is not None else None
+        Tool.objects.filter(project_id=tool.project_id, name=tool.name).update(**changed)
+        # Without a draft the settings are the catalog's alone, until a draft serves them.
+        return audit_draft_change(policy=policy, user=user, before=before) if policy and before else None

@@ -17,8 +17,14 @@ worker's peak resident memory (sampled every 10 ms); then its batches processed 
 in the order stored, each first attempt merging the pending batches it can as a worker does
 (`--reverse`: last first and each alone, the worst order), and the session's calls counted.
 
+Trace (`--trace N`, issue 28 item 7): a session of N calls as an agent's SDK sends them, with
+usage, latency and outputs of 0.2 to 24 KB (tests/trace_session.py), through ingest_events and
+batch_process; then every page of its dashboard page rendered `--repeat` times in-process as
+above: the median time, the bytes and the queries of each page.
+
     .venv/bin/python bench/session_detail.py [--calls 40000] [--repeat 5] [--tree /tmp/before]
     .venv/bin/python bench/session_detail.py --calls 0 --transcript 10000 [--output-repeat 4]
+    .venv/bin/python bench/session_detail.py --calls 0 --trace 1000 [--repeat 9] [--tree /tmp/before]
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ import gzip
 import importlib.util
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -41,12 +48,16 @@ import httpx
 from _stack import REPO, gunicorn, scratch_database, stack_env
 
 
-def _long_sessions() -> Any:
-    """tests/long_sessions.py of this checkout, whichever checkout Django runs from."""
-    spec = importlib.util.spec_from_file_location("long_sessions", REPO / "tests" / "long_sessions.py")
+def _tests_module(name: str) -> Any:
+    """tests/<name>.py of this checkout, whichever checkout Django runs from."""
+    spec = importlib.util.spec_from_file_location(name, REPO / "tests" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def _long_sessions() -> Any:
+    return _tests_module("long_sessions")
 
 
 def _django(env: dict[str, str], tree: Path) -> None:
@@ -84,7 +95,6 @@ def _peak_mb(client: Any, url: str, **headers: str) -> float:
 
 
 def session_detail(env: dict[str, str], tree: Path, calls: int, repeat: int) -> None:
-    from django.contrib.auth import get_user_model
     from django.db import connection
     from django.test import Client
 
@@ -99,8 +109,7 @@ def session_detail(env: dict[str, str], tree: Path, calls: int, repeat: int) -> 
         cursor.execute("ANALYZE")
     key = api_key_create(project=project, name="bench", scopes=["read"]).secret
     api = Client(HTTP_AUTHORIZATION=f"Bearer {key}")
-    viewer = Client()
-    viewer.force_login(get_user_model().objects.create_superuser("bench", "bench@example.com", "bench-password"))
+    viewer = _viewer()
     answers = {"API GET /api/v1/sessions/long": (api, "/api/v1/sessions/long"),
                "page /p/bench/sessions/long/": (viewer, "/p/bench/sessions/long/")}
     print(f"\n{'answer':34} {'p50 ms':>9} {'max ms':>9} {'MB':>7} {'queries':>8} {'peak MB':>8} {'items':>7}")
@@ -115,6 +124,52 @@ def session_detail(env: dict[str, str], tree: Path, calls: int, repeat: int) -> 
     if "next_cursor" in first:
         _walk(api, "/api/v1/sessions/long", 2_000)
         _walk(api, "/api/v1/sessions/long", 500)
+
+
+def _viewer() -> Any:
+    from django.contrib.auth import get_user_model
+    from django.test import Client
+
+    user = get_user_model().objects.filter(username="bench").first()
+    viewer = Client()
+    viewer.force_login(user or get_user_model().objects.create_superuser("bench", "bench@example.com",
+                                                                          "bench-password"))
+    return viewer
+
+
+# The pager's link to the next page of a session (both before and after issue 28, item 7).
+NEXT_PAGE = re.compile(r'href="\?[^"#]*?after=([0-9_]+)')
+
+
+def trace_pages(calls: int, repeat: int) -> None:
+    """Every page of a traced session of `calls` calls: median and max ms, bytes, queries."""
+    from django.db import connection
+
+    from toolscope.telemetry.models import Project
+
+    project = Project.objects.create(slug="bench-trace", name="bench trace")
+    started = time.perf_counter()
+    session = _tests_module("trace_session").trace_session(project, calls=calls, session_id="trace")
+    print(f"\ningested and processed a traced session of {session.tool_call_count:,} calls and "
+          f"{session.turn_count:,} turns in {time.perf_counter() - started:.1f} s")
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE")
+    viewer, url, after, page = _viewer(), "/p/bench-trace/sessions/trace/", None, 0
+    print(f"{'page':>4} {'p50 ms':>9} {'max ms':>9} {'bytes':>10} {'queries':>8}")
+    sizes, medians = [], []
+    while True:
+        query = f"{url}?after={after}" if after else url
+        _get(viewer, query)  # warm-up
+        runs = [_get(viewer, query) for _ in range(repeat)]
+        size, queries, html = runs[-1][1], runs[-1][2], runs[-1][3].content.decode()
+        sizes.append(size)
+        medians.append(statistics.median(r[0] for r in runs))
+        print(f"{page:>4} {medians[-1]:9.1f} {max(r[0] for r in runs):9.1f} {size:>10,} {queries:>8}")
+        found = NEXT_PAGE.search(html)
+        if found is None:
+            break
+        after, page = found.group(1), page + 1
+    print(f"{page + 1} pages; largest {max(sizes):,} bytes; slowest median {max(medians):.1f} ms")
 
 
 def _items(response: Any) -> str:
@@ -211,6 +266,7 @@ def main() -> None:
     parser.add_argument("--transcript", type=int, default=0, help="Calls of a transcript to send (0: none).")
     parser.add_argument("--output-repeat", type=int, default=1, help="Each transcript output this many times.")
     parser.add_argument("--reverse", action="store_true", help="Process the transcript's batches last first, alone.")
+    parser.add_argument("--trace", type=int, default=0, help="Calls of a traced session whose pages to read.")
     args = parser.parse_args()
     tree = args.tree.resolve()
     if args.transcript and tree != REPO:
@@ -226,6 +282,8 @@ def main() -> None:
             session_detail(env, tree, args.calls, args.repeat)
         if args.transcript:
             transcript(env, args.transcript, args.output_repeat, args.reverse)
+        if args.trace:
+            trace_pages(args.trace, args.repeat)
         from django.db import connections
 
         connections.close_all()

@@ -24,7 +24,8 @@ from toolscope.policies.models import (
 )
 from toolscope.policies.selectors import Definition, policy_label_version, tool_catalog
 from toolscope.policies.services.diff import document_diff
-from toolscope.policies.services.documents import document_content, policy_document_build
+from toolscope.policies.services.documents import policy_document_build
+from toolscope.policies.services.publish import version_repeated
 from toolscope.policies.services.simulation_runs import simulation_latest
 from toolscope.telemetry.models import AgentTools, Project
 from toolscope.tokenizer import counter, schema_tokens
@@ -133,9 +134,7 @@ def publish_preview(*, project: Project, policy: Policy, label: str) -> PublishP
     per simulation looked up."""
     draft = policy_document_build(policy=policy)
     current = policy_label_version(project_id=project.pk, name=label)
-    newest = PolicyVersion.objects.filter(project=project).order_by("-number").first()
-    identical = next((version.number for version in (current, newest)
-                      if version is not None and document_content(version.document) == draft), None)
+    identical = version_repeated(project_id=project.pk, document=draft, current=current)
     return PublishPreview(
         current=current.number if current else None,
         changes=document_diff(old=current.document, new=draft) if current else None,

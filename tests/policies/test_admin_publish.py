@@ -81,8 +81,9 @@ def test_posting_publishes_and_opens_the_new_version(root_client, policy, post_p
     assert "Published v1 to production." in page
 
 
-def test_posting_to_staging_moves_only_staging(policy, post_publish, publish):
+def test_posting_to_staging_moves_only_staging(policy, tools, post_publish, publish):
     production = publish(policy)
+    policy.always_on.add(tools["git_diff"])
     post_publish(policy, label="staging")
     assert PolicyLabel.objects.get(name="production").version == production
     assert PolicyLabel.objects.get(name="staging").version.number == 2
@@ -117,3 +118,13 @@ def test_the_publish_page_requires_a_staff_login(client, policy):
     response = client.get(publish_url(policy))
     assert response.status_code == 302
     assert "/admin/login/" in response["Location"]
+
+
+def test_an_unchanged_draft_is_not_published_again(policy, post_publish, publish):
+    """As on the dashboard (issue 28, item 2): a copy of a version is refused, naming it."""
+    publish(policy)
+    for label in ("production", "staging"):
+        response = post_publish(policy, label=label)
+        assert response.status_code == 200
+        assert "The draft is identical to v1: nothing new to publish." in response.content.decode()
+    assert PolicyVersion.objects.count() == 1 and not PolicyLabel.objects.filter(name="staging").exists()

@@ -14,7 +14,7 @@ from toolscope.policies.models import Policy, PolicyVersion
 from toolscope.policies.selectors import policy_label_names, policy_label_version
 from toolscope.policies.services.diff import document_diff
 from toolscope.policies.services.documents import PRODUCTION_LABEL, policy_document_build
-from toolscope.policies.services.publish import PolicyInvalid, policy_publish
+from toolscope.policies.services.publish import PolicyInvalid, policy_publish, version_repeated
 from toolscope.policies.services.validation import PolicyProblem, policy_validate
 from toolscope.telemetry.admin.common import change_url
 
@@ -43,6 +43,13 @@ def publish_view(model_admin: admin.ModelAdmin, request: HttpRequest, object_id:
     form = PublishForm(request.POST or None, labels=policy_label_names(project_id=policy.project_id))
     problems = policy_validate(policy=policy)
     if request.method == "POST" and form.is_valid() and not problems:
+        current = policy_label_version(project_id=policy.project_id, name=form.cleaned_data["label"])
+        repeated = version_repeated(project_id=policy.project_id, document=policy_document_build(policy=policy),
+                                    current=current)
+        if repeated is not None:
+            form.add_error(None, f"The draft is identical to v{repeated}: nothing new to publish. To serve v{repeated} "
+                                 f"under {form.cleaned_data['label']}, point the label at it from the version's page.")
+            return _render(model_admin, request, policy, form, problems)
         try:
             version = policy_publish(
                 policy=policy, user=request.user, comment=form.cleaned_data["comment"],

@@ -23,7 +23,7 @@ from toolscope.policies.models import Policy, PolicyAuditAction, PolicyLabel, Po
 from toolscope.policies.selectors import policy_version_previous
 from toolscope.policies.services.audit import audit_record
 from toolscope.policies.services.diff import document_diff, policy_version_diff
-from toolscope.policies.services.documents import PRODUCTION_LABEL, policy_document_build
+from toolscope.policies.services.documents import PRODUCTION_LABEL, document_content, policy_document_build
 from toolscope.policies.services.serving import LABEL_PATTERN, policy_served_invalidate
 from toolscope.policies.services.validation import PolicyProblem, policy_validate
 from toolscope.telemetry.models import Project
@@ -60,6 +60,15 @@ def policy_publish(
         })
         _label_point(project=project, name=label, version=version, user=user)
     return version
+
+
+def version_repeated(*, project_id: int, document: dict[str, Any], current: PolicyVersion | None) -> int | None:
+    """The number of a version whose content `document` (the draft's) repeats: the label's
+    `current`, else the newest; publishing it would only add a copy (point the label at that
+    version instead). One query, for the newest."""
+    newest = PolicyVersion.objects.filter(project_id=project_id).order_by("-number").first()
+    return next((version.number for version in (current, newest)
+                 if version is not None and document_content(version.document) == document), None)
 
 
 def label_move(*, project: Project, name: str, version: PolicyVersion, user: User) -> PolicyLabel:

@@ -283,16 +283,23 @@ def simulation_days(days: dict[str, dict[str, int]]) -> go.Figure:
 
 def recommendation_curve(candidates: Sequence[dict[str, Any]], front: Sequence[str],
                          recommended: str | None) -> go.Figure:
-    """Every candidate policy as a point: hard misses (x) against net tokens saved (y: schema
-    tokens saved less the recoverable misses' round trips, as a share of the schema tokens
-    advertised), held-out sessions; the Pareto front as a line, the recommended point marked."""
+    """Every candidate policy as a point: hard misses (x) against what the candidates are ranked
+    on (y, held-out sessions): the share of dollars saved when the sessions were priced (a list
+    that changes mid-session re-writes the cache), else the net tokens saved (schema tokens saved
+    less the recoverable misses' round trips, as a share of the schema tokens advertised); the
+    Pareto front (recommend.pareto, on that same figure) as a line, the recommended point marked."""
+    dollars = bool(candidates) and all(row.get("priced_sessions") for row in candidates)
+    key = "net_dollars_share" if dollars else "net_saved_share"
+
     def points(rows: Sequence[dict[str, Any]], **style: Any) -> go.Scatter:
         return go.Scatter(x=[row["hard_miss_rate"] * 100 for row in rows],
-                          y=[row["net_saved_share"] * 100 for row in rows],
-                          customdata=[[row["saved_share"] * 100, row["recoverable_miss_rate"] * 100] for row in rows],
+                          y=[row[key] * 100 for row in rows],
+                          customdata=[[row["saved_share"] * 100, row["recoverable_miss_rate"] * 100,
+                                       row["net_saved_share"] * 100] for row in rows],
                           text=[row["name"] for row in rows], hovertemplate="%{text}<br>%{x:.1f}% hard misses, "
-                          "%{y:.1f}% saved net (%{customdata[0]:.1f}% of schemas, %{customdata[1]:.1f}% recoverable "
-                          "misses)<extra></extra>", **style)
+                          f"%{{y:.1f}}% {'of the dollars' if dollars else 'net tokens'} saved "
+                          "(%{customdata[2]:.1f}% net tokens, %{customdata[0]:.1f}% of schemas, "
+                          "%{customdata[1]:.1f}% recoverable misses)<extra></extra>", **style)
     on_front = sorted((row for row in candidates if row["name"] in front), key=lambda row: row["hard_miss_rate"])
     traces = [points(candidates, mode="markers", name="Candidates", marker={"color": "#c5ccd3", "size": 7}),
               points(on_front, mode="lines+markers", name="Pareto front", marker={"color": COLORS["calls"], "size": 8})]
@@ -300,6 +307,8 @@ def recommendation_curve(candidates: Sequence[dict[str, Any]], front: Sequence[s
     if best:
         traces.append(points(best, mode="markers", name="Recommended",
                              marker={"color": COLORS["schema_tokens"], "size": 14, "symbol": "star"}))
-    return _figure(traces, title="Net tokens saved against hard misses (held-out sessions)",
+    what = "Dollars saved" if dollars else "Net tokens saved"
+    return _figure(traces, title=f"{what} against hard misses (held-out sessions)",
                    xaxis={"title": "calls missed hard (%)", "rangemode": "tozero"},
-                   yaxis={"title": "net tokens saved (% of schema tokens)"}, hovermode="closest")
+                   yaxis={"title": "dollars saved under prompt caching (%)" if dollars
+                          else "net tokens saved (% of schema tokens)"}, hovermode="closest")

@@ -119,3 +119,23 @@ def test_session_budget_of_a_session_near_its_window_shows_the_whole_window():
     figure = charts.session_budget(turns, components=COMPONENTS, context_window=200_000)
     assert figure.layout.yaxis.range[1] >= 200_000
     assert figure.layout.shapes[0].y0 == 200_000
+
+
+def _candidate(name, hard, net_tokens, dollars, priced=3):
+    return {"name": name, "hard_miss_rate": hard, "net_saved_share": net_tokens, "net_dollars_share": dollars,
+            "saved_share": net_tokens, "recoverable_miss_rate": 0.0, "priced_sessions": priced}
+
+
+def test_the_recommendation_curve_plots_what_the_front_is_ranked_on():
+    """Priced sessions rank candidates by dollars (recommend.pareto): plotting net tokens drew a
+    front with a point another front point beat on both axes (the screenshots found it)."""
+    rows = [_candidate("deferred top 8", 0.073, 0.237, 0.106), _candidate("deferred top 16", 0.026, 0.294, 0.096),
+            _candidate("search top 32", 0.013, 0.085, 0.001)]
+    front = ["search top 32", "deferred top 16", "deferred top 8"]  # ascending dollars with misses
+    figure = charts.recommendation_curve(rows, front, "deferred top 16")
+    line = next(trace for trace in figure.data if trace.name == "Pareto front")
+    assert list(line.y) == sorted(line.y)  # more misses buy more savings along the front
+    assert figure.layout.yaxis.title.text.startswith("dollars saved")
+    unpriced = charts.recommendation_curve([{**row, "priced_sessions": 0} for row in rows], front, None)
+    assert unpriced.layout.yaxis.title.text.startswith("net tokens saved")
+    assert [round(y, 1) for y in unpriced.data[0].y] == [23.7, 29.4, 8.5]

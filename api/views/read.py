@@ -16,7 +16,6 @@ Tenancy as everywhere: a key reads its own project only; another project's sessi
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from decimal import Decimal
 from typing import Any
 
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema
@@ -99,7 +98,6 @@ class SessionsQuery(RangeQuery):
         return moment, min(pk, MAX_ID)
 
 
-NANOS = Decimal(1_000_000_000)
 MAX_INT = 2**31 - 1
 
 
@@ -161,8 +159,7 @@ class SessionsView(APIView):
             near_window=data["near_window"], gateway=data["gateway"], q=data.get("q", ""), after=data.get("cursor"),
             limit=data["limit"])
         rows = [{**{key: value for key, value in row.items() if key not in ("id", "sort_key", "cost_nanos")},
-                 "usd": None if row["cost_nanos"] is None else _money(Decimal(row["cost_nanos"]) / NANOS)}
-                for row in page.rows]
+                 "usd": _money(row["usd"])} for row in page.rows]
         return Response({"results": rows, "next_cursor": _cursor(*page.next_after) if page.next_after else None})
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from decimal import Decimal
 from typing import Any
 
 from django.db.models import F, Q, TextField, Value
@@ -11,6 +12,7 @@ from django.db.models.fields.json import KT
 from django.db.models.functions import Cast, Coalesce
 
 from toolscope.telemetry.models import Session, Turn
+from toolscope.telemetry.services.costs import NANOS
 
 PAGE_SIZE = 50
 SESSION_COLUMNS = ("id", "client_id", "agent_name", "model", "started_at", "ended_at", "turn_count",
@@ -75,8 +77,14 @@ def session_list(
     rows = list(_annotated(sort).filter(condition).order_by("-sort_key", "-id")
                 .values(*SESSION_COLUMNS, "sort_key", via=KT(f"metadata__{GATEWAY_KEY}"))[:limit + 1])
     more = len(rows) > limit
-    rows = rows[:limit]
+    rows = [_with_usd(row) for row in rows[:limit]]
     return SessionPage(rows=rows, next_after=(rows[-1]["sort_key"], rows[-1]["id"]) if more else None)
+
+
+def _with_usd(row: dict[str, Any]) -> dict[str, Any]:
+    """The row with its dollars (`usd`, exact; None when no request was priced)."""
+    row["usd"] = None if row["cost_nanos"] is None else Decimal(row["cost_nanos"]) / NANOS
+    return row
 
 
 def _annotated(sort: str) -> Any:
@@ -91,8 +99,9 @@ def session_export(*, project_id: int, start: datetime, end: datetime, agent: st
     one query."""
     condition = _session_filter(project_id=project_id, start=start, end=end, agent=agent, model=model,
                                 has_errors=has_errors, near_window=near_window, gateway=gateway, q=q)
-    return (_annotated(sort).filter(condition).order_by("-sort_key", "-id")
+    rows = (_annotated(sort).filter(condition).order_by("-sort_key", "-id")
             .values(*SESSION_COLUMNS, via=KT(f"metadata__{GATEWAY_KEY}")).iterator(chunk_size=2000))
+    return (_with_usd(row) for row in rows)
 
 
 def session_facets(*, project_id: int, start: datetime, end: datetime) -> dict[str, list[str]]:

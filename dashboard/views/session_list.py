@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
-from decimal import Decimal
-from typing import Any
-
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 
@@ -16,14 +12,6 @@ from dashboard.views.common import csv_name, csv_response, csv_rows, range_from,
 
 LIST_COLUMNS = ("client_id", "agent_name", "model", "started_at", "ended_at", "turn_count", "tool_call_count",
                 "error_count", "duplicate_tokens", "max_window_share", "near_window", "via", "total_tokens", "usd")
-NANOS = Decimal(1_000_000_000)
-
-
-def _priced(rows: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
-    """Each row with its dollars (`usd`, exact; None when unpriced) beside its billionths."""
-    for row in rows:
-        row["usd"] = None if row["cost_nanos"] is None else Decimal(row["cost_nanos"]) / NANOS
-        yield row
 
 
 @project_view()
@@ -33,7 +21,6 @@ def session_list(request: HttpRequest, access: ProjectAccess) -> HttpResponse:
     filters = form.filters()
     window = {"project_id": access.project.pk, "start": time_range.start, "end": time_range.end}
     page = selectors.session_list(**window, **filters)
-    list(_priced(page.rows))
     return render_page(
         request, access, "dashboard/sessions.html", active="sessions", time_range=time_range,
         range_form=range_form, form=form, filters=filters, page=page, sorts=SESSION_SORTS,
@@ -52,4 +39,4 @@ def session_list_csv(request: HttpRequest, access: ProjectAccess) -> HttpRespons
     rows = selectors.session_export(project_id=access.project.pk, start=time_range.start, end=time_range.end,
                                     **filters)
     return csv_response(csv_name(access, "sessions", time_range), LIST_COLUMNS,
-                        csv_rows(_priced(rows), LIST_COLUMNS))
+                        csv_rows(rows, LIST_COLUMNS))

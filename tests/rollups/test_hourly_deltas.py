@@ -3,7 +3,9 @@
 Random batches over three hours: sessions whose start moves to an earlier hour, turns advertising
 tools, calls arriving late and out of order (a late call with an earlier timestamp becomes the
 first occurrence and turns a stored call into its duplicate: a decrease), repeated events, errors,
-durations and compacted outputs. After the batches, the rollups as processing left them (duration
+durations and compacted outputs, and slices that move: a session named (or renamed) by a later
+session event, a model named by one, calls whose turn (and so whose model) arrives after them.
+After the batches, the rollups as processing left them (duration
 sketches and percentiles included) must equal what `rollups_rebuild` computes from scratch."""
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ TOOLS = [
         "type": "object", "properties": {"arg": {"type": "string"}}, "required": ["arg"]}}
     for name in ("read_file", "bash", "grep")
 ]
+MODELS = ["gpt-4o", "claude-sonnet-4-5"]
 
 
 def moment(rng: random.Random) -> str:
@@ -49,11 +52,15 @@ def random_batches(seed: int, count: int) -> list[list[dict]]:
                 events.append(rng.choice(sent))  # an event sent before: skipped, changes nothing
                 continue
             if kind == "session":
-                event = {"type": "session", "id": session, "agent_name": "coder", "timestamp": moment(rng)}
+                event = {"type": "session", "id": session, "agent_name": rng.choice(["coder", "reviewer"]),
+                         "timestamp": moment(rng)}
+                if rng.random() < 0.5:
+                    event["model"] = rng.choice(MODELS)
             elif kind == "turn":
                 index = rng.randrange(5)
                 event = {"type": "turn", "id": f"{session}:t{index}", "session_id": session, "index": index,
-                         "timestamp": moment(rng), "tools": rng.sample(TOOLS, rng.randrange(len(TOOLS) + 1)),
+                         "timestamp": moment(rng), "model": MODELS[(index + int(session[1:])) % len(MODELS)],
+                         "tools": rng.sample(TOOLS, rng.randrange(len(TOOLS) + 1)),
                          "system_prompt": "You are a coding agent.",
                          "messages": [{"role": "user", "content": f"step {index}"}],
                          "usage": {"input_tokens": rng.randrange(50, 5000), "output_tokens": rng.randrange(100)}}
@@ -74,8 +81,8 @@ def random_batches(seed: int, count: int) -> list[list[dict]]:
 
 
 def rollups() -> tuple[list[dict], list[dict], list[dict]]:
-    tools = list(ToolHourly.objects.order_by("hour", "tool_name").values().iterator())
-    hours = list(ProjectHourly.objects.order_by("hour").values().iterator())
+    tools = list(ToolHourly.objects.order_by("hour", "tool_name", "agent_name", "model").values().iterator())
+    hours = list(ProjectHourly.objects.order_by("hour", "agent_name", "model").values().iterator())
     days = list(ToolDaily.objects.order_by("day", "tool_name").values().iterator())
     for row in tools + hours + days:
         del row["id"]
@@ -111,6 +118,7 @@ def test_rollups_kept_by_deltas_equal_a_rebuild(policy_project, seed):
     assert not DirtyHour.objects.exists()  # nothing left for the rollup task
     kept = rollups()
     assert kept[0] and kept[1]
+    assert len({(row["agent_name"], row["model"]) for row in kept[1]}) > 2  # the slices are exercised
     assert any(row["duration_bins"] for row in kept[0]) and any(row["duration_p95_ms"] for row in kept[0])
     assert kept[2] and all(row["duration_bins"] for row in kept[2])  # the days' sketches
     unflagged = any("status" not in e and e.get("output") == "Error: no such file" for b in batches for e in b)

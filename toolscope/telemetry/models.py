@@ -457,14 +457,24 @@ class Artifact(models.Model):
         super().save(*args, **kwargs)
 
 
+# A rollup row's slice: the agent (its session's `agent_name`) and the model (its turn's; a call's is
+# its turn's, "" until the turn arrives; a session's its own `model`) it sums over, so the overview
+# can be filtered by either. Unfiltered figures add up the slices.
+SLICE_HELP = {"agent_name": "The sessions' agent_name.", "model": "The turns' model."}
+SLICE = tuple(SLICE_HELP)
+
+
 class ToolHourly(models.Model):
-    """Per project, tool and hour: what the dashboard's tool charts read. Processing adds each
-    batch's changes as it commits, late data to its own hour; a rebuild recomputes an hour from
-    raw rows (services/rollups.py)."""
+    """Per project, tool, hour and slice (agent, model): what the dashboard's tool charts read.
+    Processing adds each batch's changes as it commits, late data to its own hour; a rebuild
+    recomputes an hour from raw rows (services/rollups.py)."""
 
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+")
     hour = models.DateTimeField()
     tool_name = models.CharField(max_length=200)
+    agent_name = models.CharField(max_length=200, blank=True, default="", db_default="",
+                                  help_text=SLICE_HELP["agent_name"])
+    model = models.CharField(max_length=200, blank=True, default="", db_default="", help_text=SLICE_HELP["model"])
     calls = models.PositiveIntegerField(default=0)
     errors = models.PositiveIntegerField(default=0, help_text="Calls whose status is not ok.")
     unflagged_errors = models.PositiveIntegerField(
@@ -487,7 +497,8 @@ class ToolHourly(models.Model):
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["project", "hour", "tool_name"], name="toolhourly_unique")
+            models.UniqueConstraint(fields=["project", "hour", "tool_name", "agent_name", "model"],
+                                    name="toolhourly_unique")
         ]
         indexes = [models.Index(fields=["project", "tool_name", "hour"], name="toolhourly_tool")]
 
@@ -513,10 +524,14 @@ class ToolDaily(models.Model):
 
 
 class ProjectHourly(models.Model):
-    """Per project and hour: sessions, turns and tokens by component for the overview."""
+    """Per project, hour and slice (agent, model): sessions, turns and tokens by component for the
+    overview."""
 
     project = models.ForeignKey(Project, on_delete=models.CASCADE, related_name="+")
     hour = models.DateTimeField()
+    agent_name = models.CharField(max_length=200, blank=True, default="", db_default="",
+                                  help_text=SLICE_HELP["agent_name"])
+    model = models.CharField(max_length=200, blank=True, default="", db_default="", help_text=SLICE_HELP["model"])
     sessions = models.PositiveIntegerField(default=0, help_text="Sessions started in the hour.")
     turns = models.PositiveIntegerField(default=0)
     tool_calls = models.PositiveIntegerField(default=0)
@@ -544,7 +559,8 @@ class ProjectHourly(models.Model):
     compaction_savings = models.PositiveBigIntegerField(default=0)
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["project", "hour"], name="projecthourly_unique")]
+        constraints = [models.UniqueConstraint(fields=["project", "hour", "agent_name", "model"],
+                                               name="projecthourly_unique")]
 
     def __str__(self) -> str:
         return f"{self.project_id} @ {self.hour:%Y-%m-%d %H:00}"

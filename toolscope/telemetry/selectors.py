@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 from uuid import UUID
@@ -15,6 +15,7 @@ from toolscope_agent.engine.compaction import ARTIFACT_ID_LENGTH
 
 from toolscope.telemetry import sketches
 from toolscope.telemetry.models import (
+    SLICE,
     Artifact,
     BatchStatus,
     IngestBatch,
@@ -88,7 +89,7 @@ def batch_outcome(*, project_id: int, batch_id: int) -> dict[str, Any] | None:
 BINS_SUM_SQL = """
 SELECT tool_name, key, SUM(CAST(value AS BIGINT)) FROM (
     SELECT t.tool_name, b.key, b.value FROM {hourly} AS t, {each}(t.duration_bins) AS b
-    WHERE t.project_id = %s AND ((t.hour >= %s AND t.hour < %s) OR (t.hour >= %s AND t.hour < %s)){tools}
+    WHERE t.project_id = %s AND ((t.hour >= %s AND t.hour < %s) OR (t.hour >= %s AND t.hour < %s)){tools}{slice}
     UNION ALL
     SELECT t.tool_name, b.key, b.value FROM {daily} AS t, {each}(t.duration_bins) AS b
     WHERE t.project_id = %s AND t.day >= %s AND t.day < %s{tools}
@@ -97,16 +98,17 @@ GROUP BY tool_name, key
 """
 
 
-def duration_quantiles(*, project_id: int, start: datetime, end: datetime,
-                       tool_names: list[str] | None = None) -> dict[str, tuple[float | None, ...]]:
+def duration_quantiles(*, project_id: int, start: datetime, end: datetime, tool_names: list[str] | None = None,
+                       where: Mapping[str, str] | None = None) -> dict[str, tuple[float | None, ...]]:
     """(p50, p95) of each tool's call durations over [start, end), from the merged DDSketch bins of
     its whole days and of the hours at either end: within sketches.RELATIVE_ACCURACY of the exact
-    figures, whatever the range."""
+    figures, whatever the range. `where`: a slice ({"agent_name": ..., "model": ...}, either or
+    both), read from the hours alone (days are not sliced)."""
     each = "jsonb_each_text" if connection.vendor == "postgresql" else "json_each"
     # The whole days: from start's midnight (or the next one) to end's.
     first_day = (start.astimezone(UTC) + timedelta(days=1) - timedelta(microseconds=1)).date()
     last_day = end.astimezone(UTC).date()
-    if first_day >= last_day:
+    if first_day >= last_day or where:
         first_day = last_day = start.astimezone(UTC).date()
         edges = [start, end, end, end]
     else:
@@ -117,10 +119,11 @@ def duration_quantiles(*, project_id: int, start: datetime, end: datetime,
             return {}
         tools = f" AND t.tool_name IN ({', '.join(['%s'] * len(tool_names))})"
         names = list(tool_names)
-    params: list[Any] = [project_id, *edges, *names, project_id, first_day, last_day, *names]
-    # The table and function names are constants and the tool filter placeholders; values are parameters.
+    where = {name: where[name] for name in SLICE if name in (where or {})}
+    params: list[Any] = [project_id, *edges, *names, *where.values(), project_id, first_day, last_day, *names]
+    # The table, column and function names are constants and the filters placeholders; values are parameters.
     sql = BINS_SUM_SQL.format(hourly=ToolHourly._meta.db_table, daily=ToolDaily._meta.db_table, each=each,
-                              tools=tools)
+                              tools=tools, slice="".join(f" AND t.{name} = %s" for name in where))
     bins: dict[str, dict[str, int]] = defaultdict(dict)
     with connection.cursor() as cursor:
         cursor.execute(sql, params)

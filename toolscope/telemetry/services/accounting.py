@@ -13,7 +13,7 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.db import IntegrityError, OperationalError
 from django.db.models import OuterRef, Subquery
@@ -31,6 +31,7 @@ from toolscope.telemetry.services.costs import TURN_COSTS, cost_values, session_
 from toolscope.telemetry.services.hourly_deltas import CALL_VALUES, HourlyDelta
 from toolscope.telemetry.services.quarantine import failure_reason
 from toolscope.telemetry.services.retention import with_partitions
+from toolscope.telemetry.services.rollups import Slice
 from toolscope.tokenizer import count_many, counter
 
 NEAR_WINDOW_SHARE = 0.8
@@ -45,7 +46,7 @@ CALL_FIELDS = (
     "id", "session_id", "client_id", "call_id", "tool_name", "turn_index", "started_at", "status", "output_hash",
     "output_tokens", "duplicate_of_id", "duplicate_tokens", "placeholder", "placeholder_tokens", "artifact_id",
     "artifact__tokens_before", "artifact__tokens_after", "duration_ms", "argument_tokens", "error_text_unflagged",
-    "expires_on",
+    "expires_on", "turn_id",
 )
 TURN_FIELDS = (
     "id", "session_id", "index", "started_at", "new_message_tokens", "system_prompt_tokens", "advertised_set_id",
@@ -58,6 +59,14 @@ TURN_FIELDS = (
 # Accounting columns of a call not stored yet, before linking sets what applies.
 NEW_CALL_ACCOUNTING = {"duplicate_of_id": None, "duplicate_tokens": 0, "placeholder": "", "placeholder_tokens": None,
                        "artifact_id": None}
+
+
+class SessionBefore(NamedTuple):
+    """A stored session as it was before the batch: what its rows were counted under."""
+
+    started_at: datetime
+    agent_name: str
+    model: str
 
 
 @dataclass
@@ -89,18 +98,19 @@ class CallState:
 
 
 def sessions_account(
-    *, project: Project, session_starts: Mapping[int, datetime | None], new_turns: Sequence[dict[str, Any]] = (),
-    new_calls: Sequence[dict[str, Any]] = (), stored_days: Days | None = None,
+    *, project: Project, sessions_before: Mapping[int, SessionBefore | None],
+    new_turns: Sequence[dict[str, Any]] = (), new_calls: Sequence[dict[str, Any]] = (),
+    stored_days: Days | None = None,
 ) -> None:
-    """Account the sessions (`session_starts`: their ids, and when each started before this batch,
-    None for a new one): their stored turns and calls, and `new_turns` and `new_calls` (rows of
+    """Account the sessions (`sessions_before`: their ids, and each one as it was before this
+    batch, None for a new one): their stored turns and calls, and `new_turns` and `new_calls` (rows of
     Turn and ToolCall fields not stored yet, ids drawn), which are inserted here with their
     budgets and links, so a batch's rows are written once instead of inserted and then updated.
     What all this changed is added to the hourly rollups (hourly_deltas.py). `stored_days`: the
     expiry days the sessions' stored rows lie in (retention.days_of), None if not known.
 
     The caller holds the sessions' row locks: two batches of one session never account it at once."""
-    session_ids = sorted(session_starts)
+    session_ids = sorted(sessions_before)
     if not session_ids:
         return
     outputs = policy_outputs_for_processing(project=project)
@@ -112,52 +122,98 @@ def sessions_account(
     calls = sorted([CallState(row) for row in stored] + [CallState.fresh(row) for row in new_calls],
                    key=lambda call: call.sort_key)
     delta = HourlyDelta(project.pk)
-    _duplicates_link(calls, project, days)
-    _compaction_apply(calls, project, rules_from_policy(outputs), skip_duplicates=suppress, days=days)
-    _calls_save(calls, days)
-    _calls_delta(delta, calls)
     fresh_turns = {row["id"]: {**row} for row in new_turns}
     turns = sorted(
         [*Turn.objects.filter(days_within(days), session_id__in=session_ids).values(*TURN_FIELDS),
          *({name: row.get(name) for name in TURN_FIELDS} for row in fresh_turns.values())],
         key=lambda turn: (turn["session_id"], turn["index"], turn["started_at"], turn["id"]),
     )
+    # The sessions as this batch left them (processing stored their fields before accounting).
+    now = {pk: SessionBefore(*values) for pk, *values in
+           Session.objects.filter(pk__in=session_ids).values_list("pk", "started_at", "agent_name", "model")}
+    slices = _Slices(sessions_before, now, turns, fresh_turns)
+    _duplicates_link(calls, project, days)
+    _compaction_apply(calls, project, rules_from_policy(outputs), skip_duplicates=suppress, days=days)
+    _calls_save(calls, days)
+    _calls_delta(delta, calls, slices)
     _advertised_sets_price(project, {t["advertised_set_id"] for t in turns if t["advertised_set_id"]})
-    budgets = _budgets_save(project, turns, calls, fresh_turns, delta, suppress=suppress, days=days)
+    budgets = _budgets_save(project, turns, calls, fresh_turns, delta, slices, suppress=suppress, days=days)
     if fresh_turns:
         _calls_link_turns(session_ids, days)
-        delta.advertised(fresh_turns.values())
-    starts = dict(Session.objects.filter(pk__in=session_ids).values_list("pk", "started_at"))
-    expiry = {pk: expiry_day(retention_days=project.retention_days, moment=started_at)
-              for pk, started_at in starts.items()}
+    _advertised_delta(delta, turns, fresh_turns, slices)
+    expiry = {pk: expiry_day(retention_days=project.retention_days, moment=session.started_at)
+              for pk, session in now.items()}
     first: dict[int, date] = {}
     for row in [*(call.row for call in calls), *turns]:
         sid = row["session_id"]
         expiry[sid] = max(expiry[sid], row["expires_on"])
         first[sid] = min(first.get(sid, row["expires_on"]), row["expires_on"])
     _sessions_summarize(session_ids, calls, budgets, expiry, first)
-    # A session's own hour counts it, even when its turns fall in later hours.
-    for pk, started_at in starts.items():
-        delta.session(session_starts[pk], started_at)
+    # A session's own hour counts it, even when its turns fall in later hours; in its own slice.
+    for pk, session in now.items():
+        before = sessions_before[pk]
+        delta.session(None if before is None else (before.started_at, (before.agent_name, before.model)),
+                      (session.started_at, (session.agent_name, session.model)))
     delta.apply()
 
 
-def _calls_delta(delta: HourlyDelta, calls: list[CallState]) -> None:
-    """The calls' part of the rollup delta: new calls added, stored ones that changed re-added."""
-    new = []
+class _Slices:
+    """Each row's rollup slice (agent, model) before and after the batch (hourly_deltas.py): a
+    turn's is its session's agent and its own model; a call's its session's agent and its turn's
+    model, "" while it has no turn; a call without one is linked here to the first turn of its
+    index by (start, id), as `_calls_link_turns` links it."""
+
+    def __init__(self, before: Mapping[int, SessionBefore | None], after: Mapping[int, SessionBefore],
+                 turns: list[dict[str, Any]], fresh: Mapping[int, Any]) -> None:
+        self.agents_before = {pk: session.agent_name for pk, session in before.items() if session is not None}
+        self.agents_after = {pk: session.agent_name for pk, session in after.items()}
+        self.models = {turn["id"]: turn["model"] or "" for turn in turns}
+        self.fresh = fresh
+        self.first: dict[tuple[int, int], int] = {}
+        for turn in sorted(turns, key=lambda turn: (turn["started_at"], turn["id"])):
+            self.first.setdefault((turn["session_id"], turn["index"]), turn["id"])
+
+    def turn(self, turn: Mapping[str, Any], *, before: bool = False) -> Slice:
+        agents = self.agents_before if before else self.agents_after
+        return agents.get(turn["session_id"], ""), turn["model"] or ""
+
+    def call(self, call: CallState, *, before: bool = False) -> Slice:
+        session, turn_id = call.row["session_id"], call.row["turn_id"]
+        if before:
+            return self.agents_before.get(session, ""), self.models.get(turn_id, "")
+        if turn_id is None and self.fresh:
+            turn_id = self.first.get((session, call.row["turn_index"]))
+        return self.agents_after[session], self.models.get(turn_id, "")
+
+
+def _calls_delta(delta: HourlyDelta, calls: list[CallState], slices: _Slices) -> None:
+    """The calls' part of the rollup delta: new calls added, stored ones that changed (values or
+    slice) taken back and re-added."""
+    before, after = [], []
     for call in calls:
+        key = (call.row["session_id"], call.row["turn_index"], call.row["tool_name"], call.row["started_at"])
+        now = slices.call(call)
+        after.append((*key, now))
         if call.new is not None:
-            delta.call(call.values(), +1)
-            new.append(call)
-        elif call.changes:
-            delta.call({name: call.row[name] for name in CALL_VALUES}, -1)
-            delta.call(call.values(), +1)
-    if new:
-        delta.turns_called(
-            stored=((c.row["session_id"], c.row["turn_index"], c.row["tool_name"], c.row["started_at"])
-                    for c in calls if c.new is None),
-            new=((c.row["session_id"], c.row["turn_index"], c.row["tool_name"], c.row["started_at"]) for c in new),
-        )
+            delta.call(call.values(), +1, now)
+            continue
+        then = slices.call(call, before=True)
+        before.append((*key, then))
+        if call.changes or then != now:
+            delta.call({name: call.row[name] for name in CALL_VALUES}, -1, then)
+            delta.call(call.values(), +1, now)
+    if before != after:
+        delta.turns_called(before=before, after=after)
+
+
+def _advertised_delta(delta: HourlyDelta, turns: list[dict[str, Any]], fresh: Mapping[int, Any],
+                      slices: _Slices) -> None:
+    """New turns' advertised tools added; a stored turn's moved when its slice did."""
+    added = [(turn, slices.turn(turn)) for turn in turns if turn["id"] in fresh]
+    moved = [turn for turn in turns if turn["id"] not in fresh and slices.turn(turn, before=True) != slices.turn(turn)]
+    delta.advertised([*added, *((turn, slices.turn(turn)) for turn in moved)])
+    if moved:
+        delta.advertised([(turn, slices.turn(turn, before=True)) for turn in moved], sign=-1)
 
 
 def _duplicates_link(calls: list[CallState], project: Project, days: Days | None) -> None:
@@ -305,7 +361,7 @@ def _effective_tokens(call: CallState, *, suppress: bool) -> int:
 
 def _budgets_save(
     project: Project, turns: list[dict[str, Any]], calls: list[CallState], fresh: dict[int, dict[str, Any]],
-    delta: HourlyDelta, *, suppress: bool, days: Days | None,
+    delta: HourlyDelta, slices: _Slices, *, suppress: bool, days: Days | None,
 ) -> dict[int, list[dict[str, Any]]]:
     """Each turn's budget: new turns (`fresh`, by id) are inserted with theirs, stored ones updated
     where it changed, and either way the rollup delta takes the change. Returned per session for
@@ -351,13 +407,18 @@ def _budgets_save(
             {**budget, "input_tokens": turn["input_tokens"], "output_tokens": turn["output_tokens"]})
     changed = []
     for turn, budget in zip(turns, budgets, strict=True):
+        now = slices.turn(turn)
         if turn["id"] in fresh:
             fresh[turn["id"]].update(budget)
-            delta.turn({**turn, **budget}, +1)
-        elif any(turn[name] != value for name, value in budget.items()):
+            delta.turn({**turn, **budget}, +1, now)
+            continue
+        then = slices.turn(turn, before=True)
+        updated = any(turn[name] != value for name, value in budget.items())
+        if updated:
             changed.append(Turn(pk=turn["id"], **budget))
-            delta.turn(turn, -1)
-            delta.turn({**turn, **budget}, +1)
+        if updated or then != now:
+            delta.turn(turn, -1, then)
+            delta.turn({**turn, **budget}, +1, now)
     _insert_new(Turn, list(fresh.values()))
     rows_update(Turn, BUDGET_FIELDS, changed, days=days)
     return by_session

@@ -9,6 +9,10 @@ time (its row is locked), so a new call adds a turn exactly when no stored call 
 session, turn, tool and hour had it already. Durations go into each (hour, tool)'s DDSketch bins,
 which are counts too (telemetry/sketches.py): the hour's p50 and p95 are read from the updated bins.
 
+Every contribution goes to a slice, (agent, model) (models.SLICE_HELP). A stored row whose slice
+changed (its session's agent was named late, a call's turn arrived with its model) is taken back
+from the old slice and added to the new one, as a row whose values changed is.
+
 `apply()` upserts the sums, `value = max(0, value + delta)`, with rows in (hour, tool) order so
 concurrent batches take row locks in one order; a rebuild in progress for one of the hours holds
 it exclusively, and the batch waits for it (rollups.py, module docstring).
@@ -27,7 +31,16 @@ from toolscope.telemetry import sketches
 from toolscope.telemetry.models import ProjectHourly, ToolCallStatus, ToolDaily, ToolHourly
 from toolscope.telemetry.services import rollups
 from toolscope.telemetry.services.bulk import rows_update
-from toolscope.telemetry.services.rollups import CALL_TOTALS, COST_SUMS, REPORTED, TURN_BUDGET, Key, hour_floor
+from toolscope.telemetry.services.rollups import (
+    CALL_TOTALS,
+    COST_SUMS,
+    REPORTED,
+    TURN_BUDGET,
+    HourKey,
+    Key,
+    Slice,
+    hour_floor,
+)
 
 TOOL_SUMS = ("calls", "errors", "unflagged_errors", "output_tokens", "duplicates", "duplicate_tokens", "compactions",
              "compaction_savings", "times_advertised", "times_called", "schema_tokens")
@@ -44,15 +57,16 @@ class HourlyDelta:
     def __init__(self, project_id: int) -> None:
         self.project_id = project_id
         self.tools: dict[Key, Counter[str]] = defaultdict(Counter)
-        self.hours: dict[datetime, Counter[str]] = defaultdict(Counter)
-        # Per (hour, tool): duration sketch bins added (+) or taken back (-).
+        self.hours: dict[HourKey, Counter[str]] = defaultdict(Counter)
+        # Per (hour, tool, slice): duration sketch bins added (+) or taken back (-).
         self.durations: dict[Key, Counter[str]] = defaultdict(Counter)
 
     # --- contributions ---------------------------------------------------------------------------
 
-    def call(self, values: Mapping[str, Any], sign: int) -> None:
-        """One tool call's contribution (`values` holds CALL_VALUES), added (+1) or taken back (-1)."""
-        key = (hour_floor(values["started_at"]), values["tool_name"])
+    def call(self, values: Mapping[str, Any], sign: int, where: Slice) -> None:
+        """One tool call's contribution (`values` holds CALL_VALUES) to slice `where`, added (+1)
+        or taken back (-1)."""
+        key = (hour_floor(values["started_at"]), values["tool_name"], *where)
         row = self.tools[key]
         row["calls"] += sign
         row["errors"] += sign * (values["status"] != ToolCallStatus.OK)
@@ -67,23 +81,26 @@ class HourlyDelta:
         if values["duration_ms"] is not None:
             self.durations[key][sketches.bin_key(values["duration_ms"])] += sign
 
-    def turns_called(self, stored: Iterable[tuple[int, int, str, datetime]],
-                     new: Iterable[tuple[int, int, str, datetime]]) -> None:
-        """+1 times_called per (hour, tool) for each (session, turn) the new calls add to it.
-        Keys are (session, turn index, tool, started_at)."""
-        new = list(new)
-        wanted = {(session, index, tool) for session, index, tool, _ in new}
-        seen = {(session, index, tool, hour_floor(at)) for session, index, tool, at in stored
-                if (session, index, tool) in wanted}
-        for session, index, tool, at in new:
-            key = (session, index, tool, hour_floor(at))
-            if key not in seen:
-                seen.add(key)
-                self.tools[(key[3], tool)]["times_called"] += 1
+    def turns_called(self, before: Iterable[tuple[int, int, str, datetime, Slice]],
+                     after: Iterable[tuple[int, int, str, datetime, Slice]]) -> None:
+        """times_called per (hour, tool, slice) counts the (session, turn) pairs with a call of the
+        tool in the hour. `before` and `after` hold every call of the sessions as (session, turn
+        index, tool, started_at, slice) before and after the batch: a pair the batch added counts
+        +1, a pair whose slice moved moves its count."""
+        def pairs(calls: Iterable[tuple[int, int, str, datetime, Slice]]) -> dict[tuple[Any, ...], Slice]:
+            return {(session, index, tool, hour_floor(at)): where for session, index, tool, at, where in calls}
 
-    def turn(self, values: Mapping[str, Any], sign: int) -> None:
-        """One turn's contribution: counts, provider-reported tokens, its budget and its dollars."""
-        row = self.hours[hour_floor(values["started_at"])]
+        old, new = pairs(before), pairs(after)
+        for pair, where in new.items():
+            if old.get(pair) != where:
+                self.tools[(pair[3], pair[2], *where)]["times_called"] += 1
+                if pair in old:
+                    self.tools[(pair[3], pair[2], *old[pair])]["times_called"] -= 1
+
+    def turn(self, values: Mapping[str, Any], sign: int, where: Slice) -> None:
+        """One turn's contribution to slice `where`: counts, provider-reported tokens, its budget
+        and its dollars."""
+        row = self.hours[(hour_floor(values["started_at"]), *where)]
         row["turns"] += sign
         row["near_window_turns"] += sign * bool(values["near_window"])
         row["provider_input_tokens"] += sign * (values["input_tokens"] or 0)
@@ -100,22 +117,25 @@ class HourlyDelta:
                 row[name] += sign * (values[name] or 0)
         row["cache_breaks"] += sign * bool(values["cache_break"])
 
-    def advertised(self, turns: Iterable[Mapping[str, Any]]) -> None:
-        """New turns' advertised tools: times advertised and schema tokens per (hour, tool), priced
-        as a rebuild prices them (rollups.advertised_counts)."""
-        counts: Counter[tuple[datetime, int]] = Counter(
-            (hour_floor(turn["started_at"]), turn["advertised_set_id"]) for turn in turns
+    def advertised(self, turns: Iterable[tuple[Mapping[str, Any], Slice]], sign: int = 1) -> None:
+        """Turns' advertised tools, each turn with its slice: times advertised and schema tokens
+        per (hour, tool, slice), priced as a rebuild prices them (rollups.advertised_counts),
+        added (+1) or taken back (-1)."""
+        counts: Counter[tuple[datetime, int, str, str]] = Counter(
+            (hour_floor(turn["started_at"]), turn["advertised_set_id"], *where) for turn, where in turns
             if turn["advertised_set_id"] is not None
         )
-        rows = [{"hour": hour, "advertised_set_id": set_id, "turns": n} for (hour, set_id), n in counts.items()]
+        rows = [{"hour": hour, "advertised_set_id": set_id, "agent_name": agent_name, "model": model, "turns": n}
+                for (hour, set_id, agent_name, model), n in counts.items()]
         for key, (times, tokens) in rollups.advertised_counts(project_id=self.project_id, turn_rows=rows).items():
-            self.tools[key]["times_advertised"] += times
-            self.tools[key]["schema_tokens"] += tokens
+            self.tools[key]["times_advertised"] += sign * times
+            self.tools[key]["schema_tokens"] += sign * tokens
 
-    def session(self, before: datetime | None, after: datetime) -> None:
-        """A session counts in the hour it started; an earlier event can move that hour."""
-        old = hour_floor(before) if before is not None else None
-        new = hour_floor(after)
+    def session(self, before: tuple[datetime, Slice] | None, after: tuple[datetime, Slice]) -> None:
+        """A session counts in the hour it started, in its slice (its agent, its own model); an
+        earlier event can move that hour, a session event name its agent or model."""
+        old = (hour_floor(before[0]), *before[1]) if before is not None else None
+        new = (hour_floor(after[0]), *after[1])
         if old != new:
             if old is not None:
                 self.hours[old]["sessions"] -= 1
@@ -127,27 +147,32 @@ class HourlyDelta:
         durations = {key: bins for key, bins in self.durations.items() if any(bins.values())}
         # A row whose durations changed needs a ToolHourly row even if no sum did.
         tools = {key: row for key, row in self.tools.items() if any(row.values()) or key in durations}
-        hours: dict[datetime, Counter[str]] = defaultdict(Counter)
-        for hour, row in self.hours.items():
-            hours[hour].update(row)
-        for (hour, _), row in tools.items():
+        hours: dict[HourKey, Counter[str]] = defaultdict(Counter)
+        for key, row in self.hours.items():
+            hours[key].update(row)
+        for (hour, _, agent_name, model), row in tools.items():
             for field, source in CALL_TOTALS.items():
-                hours[hour][field] += row[source]
-        hours = {hour: row for hour, row in hours.items() if any(row.values())}
+                hours[(hour, agent_name, model)][field] += row[source]
+        hours = {key: row for key, row in hours.items() if any(row.values())}
         if not tools and not hours:
             return
-        rollups.hours_lock(project_id=self.project_id, hours=sorted({*hours, *(hour for hour, _ in tools)}),
+        rollups.hours_lock(project_id=self.project_id, hours=sorted({key[0] for key in [*hours, *tools]}),
                             shared=True)
-        _upsert(ToolHourly, ("project_id", "hour", "tool_name"), TOOL_SUMS,
-                [((self.project_id, hour, tool), row) for (hour, tool), row in sorted(tools.items())])
+        _upsert(ToolHourly, ("project_id", "hour", "tool_name", "agent_name", "model"), TOOL_SUMS,
+                [((self.project_id, *key), row) for key, row in sorted(tools.items())])
         _durations_add(self.project_id, durations)
-        _upsert(ProjectHourly, ("project_id", "hour"), PROJECT_SUMS,
-                [((self.project_id, hour), row) for hour, row in sorted(hours.items())])
-        emptied = [hour for hour, row in hours.items() if min(row.values()) < 0]
-        if emptied:
-            # A rebuild keeps no row for an hour left with nothing (a session whose start moved).
-            ProjectHourly.objects.filter(project_id=self.project_id, hour__in=emptied, sessions=0, turns=0,
-                                         tool_calls=0).delete()
+        _upsert(ProjectHourly, ("project_id", "hour", "agent_name", "model"), PROJECT_SUMS,
+                [((self.project_id, *key), row) for key, row in sorted(hours.items())])
+        emptied = [key for key, row in hours.items() if min(row.values()) < 0]
+        # A rebuild keeps no row for an (hour, slice) left with nothing (a session whose start or
+        # agent moved, a call whose model did).
+        for hour, agent_name, model in emptied:
+            ProjectHourly.objects.filter(project_id=self.project_id, hour=hour, agent_name=agent_name, model=model,
+                                         sessions=0, turns=0, tool_calls=0).delete()
+        emptied_tools = [key for key, row in tools.items() if min(row.values()) < 0]
+        for hour, tool_name, agent_name, model in emptied_tools:
+            ToolHourly.objects.filter(project_id=self.project_id, hour=hour, tool_name=tool_name,
+                                      agent_name=agent_name, model=model, calls=0, times_advertised=0).delete()
 
 
 def _upsert(model: type[models.Model], keys: tuple[str, ...], sums: tuple[str, ...],
@@ -200,13 +225,13 @@ def _durations_add(project_id: int, durations: Mapping[Key, Counter[str]]) -> No
     read-add-write cannot race another batch's."""
     if not durations:
         return
-    hours = sorted({hour for hour, _ in durations})
+    hours = sorted({key[0] for key in durations})
     rows = []
     stored = ToolHourly.objects.filter(
-        project_id=project_id, hour__in=hours, tool_name__in={tool for _, tool in durations}
-    ).values_list("pk", "hour", "tool_name", "duration_bins")
-    for pk, hour, tool, bins in stored:
-        delta = durations.get((hour, tool))
+        project_id=project_id, hour__in=hours, tool_name__in={key[1] for key in durations}
+    ).values_list("pk", "hour", "tool_name", "agent_name", "model", "duration_bins")
+    for pk, hour, tool, agent_name, model, bins in stored:
+        delta = durations.get((hour, tool, agent_name, model))
         if delta is None:
             continue
         merged = sketches.bins_add(bins, delta)
@@ -214,7 +239,7 @@ def _durations_add(project_id: int, durations: Mapping[Key, Counter[str]]) -> No
         rows.append(ToolHourly(pk=pk, duration_bins=merged, duration_p50_ms=p50, duration_p95_ms=p95))
     rows_update(ToolHourly, ("duration_bins", "duration_p50_ms", "duration_p95_ms"), rows)
     days: dict[tuple[date, str], Counter[str]] = defaultdict(Counter)
-    for (hour, tool), delta in durations.items():
+    for (hour, tool, _, _), delta in durations.items():
         days[(hour.date(), tool)].update(delta)
     daily_bins_add(project_id, days)
 

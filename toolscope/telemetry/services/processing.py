@@ -28,7 +28,7 @@ from toolscope.policies.services.catalog import catalog_upsert
 from toolscope.telemetry.error_patterns import classify
 from toolscope.telemetry.models import BatchStatus, IngestBatch, Project, Session, ToolCall, ToolsFrom, Turn
 from toolscope.telemetry.retention import Days, days_of, days_within, event_days, expiry_day
-from toolscope.telemetry.services.accounting import BatchConflictError, sessions_account
+from toolscope.telemetry.services.accounting import BatchConflictError, SessionBefore, sessions_account
 from toolscope.telemetry.services.advertised import advertised_entry, advertised_sets_resolve
 from toolscope.telemetry.services.bulk import ids_allocate, rows_update
 from toolscope.telemetry.services.inferred_tools import Advertised, Inferred, agent_tools_record, tools_infer
@@ -191,7 +191,7 @@ def events_apply(*, project: Project, events: list[dict[str, Any]]) -> None:
                    more=event_days((*by_type["turn"], *by_type["tool_call"]), retention_days=project.retention_days))
     new_turns, turn_ids = _turns_new(project, sessions, by_type["turn"], days)
     new_calls = _tool_calls_new(project, sessions, turn_ids, by_type["tool_call"], days)
-    sessions_account(project=project, session_starts=starts, new_turns=new_turns, new_calls=new_calls,
+    sessions_account(project=project, sessions_before=starts, new_turns=new_turns, new_calls=new_calls,
                      stored_days=days)
 
 
@@ -200,10 +200,11 @@ SESSION_FIELDS = ("agent_name", "model", "metadata", "started_at", "ended_at")
 
 def _sessions_upsert(
     project: Project, events: list[dict[str, Any]], session_events: list[dict[str, Any]]
-) -> tuple[dict[str, Session], dict[int, datetime | None]]:
+) -> tuple[dict[str, Session], dict[int, SessionBefore | None]]:
     """The batch's sessions, stored ones locked until commit (so two batches of one session are
     accounted one after the other) and new ones inserted with this batch's events applied; and
-    when each started before this batch (None for a new one), for the rollups' session counts."""
+    each as it was before this batch (None for a new one), for the rollups' session counts and
+    slices."""
     first_seen: dict[str, str] = {}
     for event in events:
         session_id = event.get("session_id")
@@ -215,7 +216,8 @@ def _sessions_upsert(
         s.client_id: s for s in Session.objects.select_for_update(of=("self",))
         .filter(project=project, client_id__in=first_seen).order_by("pk")
     }
-    starts: dict[int, datetime | None] = {s.pk: s.started_at for s in sessions.values()}
+    starts: dict[int, SessionBefore | None] = {s.pk: SessionBefore(s.started_at, s.agent_name, s.model)
+                                               for s in sessions.values()}
     # In client id order, so that two batches inserting the same new sessions wait in one order.
     drafts = {sid: Session(project=project, client_id=sid, started_at=_when(first_seen[sid]))
               for sid in sorted(first_seen.keys() - sessions.keys())}

@@ -45,12 +45,13 @@ from typing import Any
 
 from django.db import connection, transaction
 from django.db.models import Count, F, Func, Q, QuerySet, Sum, TextField, Value
-from django.db.models.functions import Greatest, TruncDay, TruncHour
+from django.db.models.functions import Coalesce, Greatest, TruncDay, TruncHour
 from django.utils import timezone
 
 from toolscope.policies.models import Tool
 from toolscope.telemetry import sketches
 from toolscope.telemetry.models import (
+    SLICE,
     AdvertisedSet,
     DirtyHour,
     ProjectHourly,
@@ -78,7 +79,11 @@ COST_SUMS = ("cost_nanos", "schema_cost_nanos", "tool_output_cost_nanos")
 CALL_TOTALS = {"tool_calls": "calls", "errors": "errors", "duplicate_tokens": "duplicate_tokens",
                "compaction_savings": "compaction_savings"}
 
-Key = tuple[datetime, str]
+# A rollup row's slice (models.SLICE_HELP): (agent_name, model).
+Slice = tuple[str, str]
+# A ToolHourly row: (hour, tool, agent_name, model); a ProjectHourly row: (hour, agent_name, model).
+Key = tuple[datetime, str, str, str]
+HourKey = tuple[datetime, str, str]
 
 
 class _TurnKey(Func):
@@ -156,7 +161,8 @@ def _dirty_hours_claim(*, limit: int) -> list[tuple[int, datetime]]:
 
 
 def _call_rows(*, project_id: int, hours: list[datetime]) -> dict[Key, dict[str, Any]]:
-    """ToolHourly's call figures per (hour, tool): one aggregate query, and the durations' sketches."""
+    """ToolHourly's call figures per (hour, tool, slice): one aggregate query, and the durations'
+    sketches. A call's slice is its session's agent and its turn's model ("" while it has none)."""
     aggregates: dict[str, Any] = {
         "calls": Count("id"),
         "errors": Count("id", filter=~Q(status=ToolCallStatus.OK)),
@@ -171,9 +177,10 @@ def _call_rows(*, project_id: int, hours: list[datetime]) -> dict[Key, dict[str,
         ),
         "times_called": Count(_TurnKey("session_id", "turn_index"), distinct=True),
     }
-    queryset = _hourly(ToolCall.objects.all(), project_id=project_id, hours=hours)
-    rows = {(row.pop("hour"), row.pop("tool_name")): row
-            for row in queryset.values("hour", "tool_name").annotate(**aggregates)}
+    queryset = _hourly(ToolCall.objects.all(), project_id=project_id, hours=hours).annotate(
+        agent_name=F("session__agent_name"), model=Coalesce(F("turn__model"), Value("")))
+    rows = {(row.pop("hour"), row.pop("tool_name"), row.pop("agent_name"), row.pop("model")): row
+            for row in queryset.values("hour", "tool_name", *SLICE).annotate(**aggregates)}
     for key, bins in _duration_bins(queryset).items():
         p50, p95 = sketches.quantiles(bins)
         rows[key].update(duration_bins=bins, duration_p50_ms=p50, duration_p95_ms=p95)
@@ -181,22 +188,24 @@ def _call_rows(*, project_id: int, hours: list[datetime]) -> dict[Key, dict[str,
 
 
 def _duration_bins(queryset: QuerySet[ToolCall]) -> dict[Key, dict[str, int]]:
-    """The durations' sketch bins per (hour, tool). The repair path: the hours' durations (one
-    column, no outputs) stream to Python, about a second per million calls."""
+    """The durations' sketch bins per (hour, tool, slice). The repair path: the hours' durations
+    (one column, no outputs) stream to Python, about a second per million calls."""
     bins: dict[Key, Counter[str]] = defaultdict(Counter)
-    timed = queryset.filter(duration_ms__isnull=False).values_list("hour", "tool_name", "duration_ms")
-    for hour, tool_name, duration in timed.iterator(chunk_size=INSERT_BATCH * 5):
-        bins[(hour, tool_name)][sketches.bin_key(duration)] += 1
+    timed = queryset.filter(duration_ms__isnull=False).values_list("hour", "tool_name", *SLICE, "duration_ms")
+    for hour, tool_name, agent_name, model, duration in timed.iterator(chunk_size=INSERT_BATCH * 5):
+        bins[(hour, tool_name, agent_name, model)][sketches.bin_key(duration)] += 1
     return {key: dict(counts) for key, counts in bins.items()}
 
 
 def _turn_rows(*, project_id: int, hours: list[datetime]) -> list[dict[str, Any]]:
-    """Turn counts and budget sums per (hour, advertised set): sets are few, so rows are few."""
+    """Turn counts and budget sums per (hour, advertised set, slice): sets and slices are few, so
+    rows are few."""
     # Aliased: an annotation may not reuse a field's name.
     sums = {f"sum_{name}": Sum(name, default=0) for name in TURN_BUDGET}
     rows = (
         _hourly(Turn.objects.all(), project_id=project_id, hours=hours)
-        .values("hour", "advertised_set_id")
+        .annotate(agent_name=F("session__agent_name"))
+        .values("hour", "advertised_set_id", *SLICE)
         .annotate(
             turns=Count("id"),
             near_window_turns=Count("id", filter=Q(near_window=True)),
@@ -213,9 +222,11 @@ def _turn_rows(*, project_id: int, hours: list[datetime]) -> list[dict[str, Any]
     return [{key.removeprefix("sum_"): value for key, value in row.items()} for row in rows]
 
 
-def _session_counts(*, project_id: int, hours: list[datetime]) -> dict[datetime, int]:
+def _session_counts(*, project_id: int, hours: list[datetime]) -> dict[HourKey, int]:
+    """Sessions started per (hour, slice): a session's slice is its agent and its own model."""
     queryset = _hourly(Session.objects.all(), project_id=project_id, hours=hours)
-    return dict(queryset.values("hour").annotate(sessions=Count("id")).values_list("hour", "sessions"))
+    counted = queryset.values("hour", *SLICE).annotate(sessions=Count("id"))
+    return {(row["hour"], row["agent_name"], row["model"]): row["sessions"] for row in counted}
 
 
 def _schema_costs(*, project_id: int, names: set[str]) -> dict[tuple[str, str], int]:
@@ -232,7 +243,8 @@ def _schema_costs(*, project_id: int, names: set[str]) -> dict[tuple[str, str], 
 
 
 def advertised_counts(*, project_id: int, turn_rows: list[dict[str, Any]]) -> dict[Key, tuple[int, int]]:
-    """(times advertised, schema tokens) per (hour, tool), from turn counts per advertised set."""
+    """(times advertised, schema tokens) per (hour, tool, slice), from turn counts per (hour,
+    advertised set, slice)."""
     counted = [row for row in turn_rows if row["advertised_set_id"] is not None]
     if not counted:
         return {}
@@ -248,8 +260,9 @@ def advertised_counts(*, project_id: int, turn_rows: list[dict[str, Any]]) -> di
     for row in counted:
         for name, digest in sets.get(row["advertised_set_id"], {}).items():
             cost = costs.get((name, digest), costs.get((name, ""), 0))
-            times, tokens = advertised.get((row["hour"], name), (0, 0))
-            advertised[(row["hour"], name)] = (times + row["turns"], tokens + row["turns"] * cost)
+            key = (row["hour"], name, row["agent_name"], row["model"])
+            times, tokens = advertised.get(key, (0, 0))
+            advertised[key] = (times + row["turns"], tokens + row["turns"] * cost)
     return advertised
 
 
@@ -261,32 +274,34 @@ def _tool_hourly(
 ) -> list[ToolHourly]:
     # Advertised-but-never-called tools get a row with calls=0: the dashboard's dead weight.
     rows = []
-    for hour, tool_name in sorted(calls.keys() | advertised.keys()):
-        times_advertised, schema_tokens = advertised.get((hour, tool_name), (0, 0))
+    for key in sorted(calls.keys() | advertised.keys()):
+        hour, tool_name, agent_name, model = key
+        times_advertised, schema_tokens = advertised.get(key, (0, 0))
         rows.append(ToolHourly(
-            project_id=project_id, hour=hour, tool_name=tool_name, times_advertised=times_advertised,
-            schema_tokens=schema_tokens, **calls.get((hour, tool_name), {}),
+            project_id=project_id, hour=hour, tool_name=tool_name, agent_name=agent_name, model=model,
+            times_advertised=times_advertised, schema_tokens=schema_tokens, **calls.get(key, {}),
         ))
     return rows
 
 
 def _project_hourly(
-    *, project_id: int, sessions: dict[datetime, int], turn_rows: list[dict[str, Any]],
+    *, project_id: int, sessions: dict[HourKey, int], turn_rows: list[dict[str, Any]],
     calls: dict[Key, dict[str, Any]],
 ) -> list[ProjectHourly]:
-    # Only hours with some row get an entry, so an emptied hour ends with no ProjectHourly row.
-    totals: dict[datetime, dict[str, int]] = defaultdict(lambda: defaultdict(int))
-    for hour, count in sessions.items():
-        totals[hour]["sessions"] += count
+    # Only (hour, slice) keys with some row get an entry, so an emptied one ends with no row.
+    totals: dict[HourKey, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for key, count in sessions.items():
+        totals[key]["sessions"] += count
     turn_fields = ("turns", "near_window_turns", "provider_input_tokens", "provider_output_tokens", *TURN_BUDGET,
                    "reported_turns", *REPORTED, "priced_turns", "cache_breaks", *COST_SUMS)
     for row in turn_rows:
         for field in turn_fields:
-            totals[row["hour"]][field] += row[field]
-    for (hour, _), row in calls.items():
+            totals[(row["hour"], row["agent_name"], row["model"])][field] += row[field]
+    for (hour, _, agent_name, model), row in calls.items():
         for field, source in CALL_TOTALS.items():
-            totals[hour][field] += row[source]
-    return [ProjectHourly(project_id=project_id, hour=hour, **fields) for hour, fields in sorted(totals.items())]
+            totals[(hour, agent_name, model)][field] += row[source]
+    return [ProjectHourly(project_id=project_id, hour=hour, agent_name=agent_name, model=model, **fields)
+            for (hour, agent_name, model), fields in sorted(totals.items())]
 
 
 def hours_lock(*, project_id: int, hours: list[datetime], shared: bool = False) -> None:

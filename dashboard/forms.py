@@ -153,6 +153,27 @@ class ToolTableForm(forms.Form):
                 "sort": sort, "dir": data.get("dir") or default_dir}
 
 
+# --- overview ------------------------------------------------------------------------------------
+
+
+class SliceForm(forms.Form):
+    """The overview's filter: one agent, one model, or both (blank: all)."""
+
+    agent = forms.CharField(required=False, max_length=200)
+    model = forms.CharField(required=False, max_length=200)
+
+    def where(self) -> dict[str, str]:
+        """The rollups' slice columns to filter on (overview selectors' `where`)."""
+        data = self.cleaned_data if self.is_valid() else {}
+        return {column: data[field] for field, column in (("agent", "agent_name"), ("model", "model"))
+                if data.get(field)}
+
+    def query(self) -> str:
+        """The filter as a query string (no leading ?), for CSV links."""
+        data = self.cleaned_data if self.is_valid() else {}
+        return urlencode({field: data[field] for field in ("agent", "model") if data.get(field)})
+
+
 # --- sessions list -------------------------------------------------------------------------------
 
 

@@ -8,7 +8,15 @@ LIMIT or one session's key.
 
 from dashboard.selectors.common import COMPONENTS, UNATTRIBUTED, projects_for_user
 from dashboard.selectors.keys import api_key_get, api_key_list
-from dashboard.selectors.overview import Kpi, dead_weight, overview_kpis, token_series, tool_usage, top_by
+from dashboard.selectors.overview import (
+    Kpi,
+    dead_weight,
+    overview_kpis,
+    slice_choices,
+    token_series,
+    tool_usage,
+    top_by,
+)
 from dashboard.selectors.session_list import PAGE_SIZE, SessionPage, session_export, session_facets, session_list
 from dashboard.selectors.sessions import (
     DETAIL_PAGE_MAX,
@@ -48,7 +56,8 @@ __all__ = [
     "UNATTRIBUTED", "Kpi", "Position", "SessionDetailPage", "SessionPage", "VersionRow", "api_key_get", "api_key_list",
     "calls_elsewhere", "catalog_rows", "dead_weight", "overview_kpis", "position_format", "position_parse",
     "projects_for_user", "session_calls", "session_cost", "session_cost_turns", "session_detail_page", "session_export",
-    "session_facets", "session_get", "session_list", "session_transcript", "session_turns", "token_series",
+    "session_facets", "session_get", "session_list", "session_transcript", "session_turns", "slice_choices",
+    "token_series",
     "tool_call_sample", "tool_errors", "tool_get", "tool_search_texts", "tool_seen", "tool_series", "tool_table",
     "tool_table_arrange", "tool_usage", "tool_versions", "top_by",
 ]

@@ -1,7 +1,9 @@
-"""The overview page: KPIs against the previous period, tokens by component, tool usage."""
+"""The overview page: KPIs against the previous period, tokens by component, tool usage; all of
+the project, or of one slice (an agent, a model or both: `where`, the rollups' slice columns)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -10,7 +12,7 @@ from typing import Any
 from django.db.models import Max, Q, Sum
 
 from dashboard.selectors.common import COMPONENTS, UNATTRIBUTED, bucket_sums, ratio, zero_filled
-from toolscope.telemetry.models import ProjectHourly, ToolHourly
+from toolscope.telemetry.models import SLICE, ProjectHourly, ToolHourly
 from toolscope.telemetry.selectors import duration_quantiles
 from toolscope.telemetry.services.costs import NANOS
 
@@ -105,11 +107,31 @@ def _kpi_values(sums: dict[str, int], *, span: timedelta) -> dict[str, Any]:
     return values
 
 
-def overview_kpis(*, project_id: int, start: datetime, end: datetime) -> list[Kpi]:
+Where = Mapping[str, str]
+
+
+def _sliced(where: Where | None) -> Q:
+    """The rollup rows of a slice: {"agent_name": ..., "model": ...}, either or both; empty: all."""
+    return Q(**{name: where[name] for name in SLICE if (where or {}).get(name)})
+
+
+def slice_choices(*, project_id: int, start: datetime, end: datetime) -> dict[str, list[str]]:
+    """The agents and models with data in the range, for the overview's filter: one query."""
+    pairs = (ProjectHourly.objects.filter(project_id=project_id, hour__gte=start, hour__lt=end)
+             .order_by().values_list(*SLICE).distinct())
+    agents, models = set(), set()
+    for agent, model in pairs:
+        agents.add(agent)
+        models.add(model)
+    return {"agents": sorted(a for a in agents if a), "models": sorted(m for m in models if m)}
+
+
+def overview_kpis(*, project_id: int, start: datetime, end: datetime, where: Where | None = None) -> list[Kpi]:
     """The range's KPIs beside the previous period of the same length: one query over ProjectHourly."""
     previous_start = start - (end - start)
     periods = {"cur": Q(hour__gte=start, hour__lt=end), "prev": Q(hour__gte=previous_start, hour__lt=start)}
-    totals = ProjectHourly.objects.filter(project_id=project_id, hour__gte=previous_start, hour__lt=end).aggregate(
+    totals = ProjectHourly.objects.filter(_sliced(where), project_id=project_id, hour__gte=previous_start,
+                                          hour__lt=end).aggregate(
         **{f"{period}__{name}": Sum(name, filter=condition, default=0)
            for period, condition in periods.items() for name in KPI_SUMS}
     )
@@ -123,11 +145,12 @@ def overview_kpis(*, project_id: int, start: datetime, end: datetime) -> list[Kp
             for key, label, kind, better in KPI_SPECS]
 
 
-def token_series(*, project_id: int, start: datetime, end: datetime, bucket: str) -> list[dict[str, Any]]:
+def token_series(*, project_id: int, start: datetime, end: datetime, bucket: str,
+                 where: Where | None = None) -> list[dict[str, Any]]:
     """Tokens by component per hour or day, empty buckets as zeros: one query."""
     names = (*(name for name, _ in COMPONENTS), "estimated_input_tokens", "provider_input_tokens",
              "reported_estimated_tokens")
-    queryset = ProjectHourly.objects.filter(project_id=project_id, hour__gte=start, hour__lt=end)
+    queryset = ProjectHourly.objects.filter(_sliced(where), project_id=project_id, hour__gte=start, hour__lt=end)
     rows = zero_filled(bucket_sums(queryset, bucket=bucket, names=names), start=start, end=end, bucket=bucket,
                        names=names)
     for row in rows:
@@ -139,18 +162,19 @@ USAGE_SUMS = ("calls", "errors", "unflagged_errors", "output_tokens", "duplicate
               "compaction_savings", "times_advertised", "times_called", "schema_tokens")
 
 
-def tool_usage(*, project_id: int, start: datetime, end: datetime) -> list[dict[str, Any]]:
+def tool_usage(*, project_id: int, start: datetime, end: datetime, where: Where | None = None) -> list[dict[str, Any]]:
     """Per tool over the range, from ToolHourly: one query for the sums, one for the duration
     percentiles (the hours' sketches merged: telemetry/sketches.py)."""
     # Aliased "sum_*": an annotation named like a field would shadow it in the expressions below.
     sums = {f"sum_{name}": Sum(name) for name in USAGE_SUMS}
     rows = (
-        ToolHourly.objects.filter(project_id=project_id, hour__gte=start, hour__lt=end)
+        ToolHourly.objects.filter(_sliced(where), project_id=project_id, hour__gte=start, hour__lt=end)
         .values("tool_name")
         .annotate(**sums, last_call_hour=Max("hour", filter=Q(calls__gt=0)))
         .order_by("tool_name")
     )
-    durations = duration_quantiles(project_id=project_id, start=start, end=end)
+    sliced = {name: value for name, value in (where or {}).items() if value}
+    durations = duration_quantiles(project_id=project_id, start=start, end=end, where=sliced or None)
     return [_usage_row(row, durations.get(row["tool_name"], (None, None))) for row in rows]
 
 

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.http import HttpRequest, HttpResponse
 
 from dashboard import charts, selectors
+from dashboard.forms import SliceForm, TimeRange
 from dashboard.permissions import ProjectAccess, project_view
 from dashboard.views.common import csv_name, csv_response, csv_rows, range_from, render_page
 
@@ -18,10 +21,19 @@ KPI_COLUMNS = ("key", "label", "unit", "current", "previous", "change_ratio", "c
 KPI_UNITS = {"count": "count", "share": "ratio", "usd": "usd"}
 
 
+def _window(request: HttpRequest, access: ProjectAccess) -> tuple[TimeRange, dict[str, Any], SliceForm]:
+    """The range, the selectors' keywords for it and the slice filter (agent, model), and the filter."""
+    time_range, _ = range_from(request)
+    form = SliceForm(request.GET)
+    window = {"project_id": access.project.pk, "start": time_range.start, "end": time_range.end,
+              "where": form.where()}
+    return time_range, window, form
+
+
 @project_view()
 def overview(request: HttpRequest, access: ProjectAccess) -> HttpResponse:
     time_range, range_form = range_from(request)
-    window = {"project_id": access.project.pk, "start": time_range.start, "end": time_range.end}
+    _, window, slice_form = _window(request, access)
     kpis = selectors.overview_kpis(**window)
     series = selectors.token_series(**window, bucket=time_range.bucket)
     usage = selectors.tool_usage(**window)
@@ -40,7 +52,23 @@ def overview(request: HttpRequest, access: ProjectAccess) -> HttpResponse:
         by_schema=by_schema,
         dead=dead[:TOP * 2], dead_count=len(dead), dead_tokens=sum(row["schema_tokens"] for row in dead),
         charts={name: charts.chart_json(figure) for name, figure in figures.items()},
+        slice_form=slice_form, sliced=window["where"], csv_query=_csv_query(time_range, slice_form),
+        choices=_choices(access, time_range, window["where"]),
     )
+
+
+def _choices(access: ProjectAccess, time_range: TimeRange, where: dict[str, str]) -> dict[str, list[str]]:
+    """The range's agents and models, and the one picked even when the range has none of it."""
+    choices = selectors.slice_choices(project_id=access.project.pk, start=time_range.start, end=time_range.end)
+    for key, column in (("agents", "agent_name"), ("models", "model")):
+        if where.get(column) and where[column] not in choices[key]:
+            choices[key] = sorted([*choices[key], where[column]])
+    return choices
+
+
+def _csv_query(time_range: TimeRange, slice_form: SliceForm) -> str:
+    """The range and the filter as a query string, for the page's CSV links."""
+    return "&".join(part for part in (time_range.query, slice_form.query()) if part)
 
 
 def kpi_columns(count: int) -> dict[str, int]:
@@ -54,8 +82,8 @@ def kpi_columns(count: int) -> dict[str, int]:
 
 @project_view()
 def kpis_csv(request: HttpRequest, access: ProjectAccess) -> HttpResponse:
-    time_range, _ = range_from(request)
-    kpis = selectors.overview_kpis(project_id=access.project.pk, start=time_range.start, end=time_range.end)
+    time_range, window, _ = _window(request, access)
+    kpis = selectors.overview_kpis(**window)
     rows = ([kpi.key, kpi.label, KPI_UNITS[kpi.kind], kpi.current, kpi.previous, kpi.change_ratio, kpi.change_points]
             for kpi in kpis)
     return csv_response(csv_name(access, "kpis", time_range), KPI_COLUMNS, rows)
@@ -63,16 +91,15 @@ def kpis_csv(request: HttpRequest, access: ProjectAccess) -> HttpResponse:
 
 @project_view()
 def tokens_csv(request: HttpRequest, access: ProjectAccess) -> HttpResponse:
-    time_range, _ = range_from(request)
-    series = selectors.token_series(project_id=access.project.pk, start=time_range.start, end=time_range.end,
-                                    bucket=time_range.bucket)
+    time_range, window, _ = _window(request, access)
+    series = selectors.token_series(**window, bucket=time_range.bucket)
     return csv_response(csv_name(access, "tokens", time_range), TOKEN_COLUMNS, csv_rows(series, TOKEN_COLUMNS))
 
 
 @project_view()
 def dead_weight_csv(request: HttpRequest, access: ProjectAccess) -> HttpResponse:
-    time_range, _ = range_from(request)
-    usage = selectors.tool_usage(project_id=access.project.pk, start=time_range.start, end=time_range.end)
+    time_range, window, _ = _window(request, access)
+    usage = selectors.tool_usage(**window)
     return csv_response(csv_name(access, "dead-weight", time_range), USAGE_COLUMNS,
                         csv_rows(selectors.dead_weight(usage), USAGE_COLUMNS))
 
@@ -80,7 +107,7 @@ def dead_weight_csv(request: HttpRequest, access: ProjectAccess) -> HttpResponse
 @project_view()
 def top_tools_csv(request: HttpRequest, access: ProjectAccess) -> HttpResponse:
     """Per-tool usage behind both top-tools charts (every tool, by calls)."""
-    time_range, _ = range_from(request)
-    usage = selectors.tool_usage(project_id=access.project.pk, start=time_range.start, end=time_range.end)
+    time_range, window, _ = _window(request, access)
+    usage = selectors.tool_usage(**window)
     rows = sorted(usage, key=lambda row: (-row["calls"], row["name"]))
     return csv_response(csv_name(access, "tool-usage", time_range), USAGE_COLUMNS, csv_rows(rows, USAGE_COLUMNS))

@@ -20,7 +20,7 @@ SELECTORS = [
     ("projects_for_user", 1), ("overview_kpis", 1), ("token_series", 1), ("tool_usage", 2), ("catalog_rows", 1),
     ("tool_table", 4), ("tool_get", 1), ("tool_seen", 1), ("tool_series", 1), ("tool_call_sample", 1),
     ("tool_errors", 1), ("tool_versions", 1), ("tool_search_texts", 1), ("session_list", 1), ("session_export", 1),
-    ("session_facets", 1),
+    ("session_facets", 1), ("slice_choices", 1),
     ("session_get", 1), ("session_turns", 1), ("session_calls", 1), ("api_key_list", 1), ("api_key_get", 1),
 ]
 
@@ -36,7 +36,7 @@ def _arguments(name, activity, member):
         "tool_get": tool, "tool_seen": tool, "tool_series": {**tool, **window, "bucket": "day"},
         "tool_call_sample": {**tool, **window}, "tool_errors": {**tool, **window},
         "tool_versions": {"tool_id": selectors.tool_get(**tool).pk}, "tool_search_texts": tool,
-        "session_list": window, "session_export": window, "session_facets": window,
+        "session_list": window, "session_export": window, "session_facets": window, "slice_choices": window,
         "session_get": {"project_id": project.pk, "client_id": session.client_id},
         "session_turns": {"session": session}, "session_calls": {"session": session},
         "api_key_list": {"project_id": project.pk}, "api_key_get": {"project_id": project.pk, "key_id": 1},
@@ -129,7 +129,8 @@ def test_page_query_counts_are_pinned(viewer_client, pages):
     # session + user + project/membership + the page's selectors + the switcher's projects. Tool
     # usage is two: the hours' sums, and their duration sketches merged. A session's cost is two:
     # its turns from the first (a cache depends on every request before), and the project's prices.
-    # The tools table adds one: the priced requests' schema and output dollars it shares out.
-    expected = {"overview": 8, "tools": 8, "tools_csv": 7, "sessions": 6, "sessions_csv": 4, "keys": 5, "tool": 10,
+    # The tools table adds one: the priced requests' schema and output dollars it shares out. The
+    # overview adds one: the range's agents and models its filter offers.
+    expected = {"overview": 9, "tools": 8, "tools_csv": 7, "sessions": 6, "sessions_csv": 4, "keys": 5, "tool": 10,
                 "session": 9}
     assert {name: _count(viewer_client, url) for name, url in pages.items()} == expected

@@ -1,13 +1,14 @@
 """Issue 28, items 3, 4, 6 and 10 in a real browser: an OpenTelemetry session whose tools were
 inferred says so; the policy pages say whose definitions they count and count a picked agent's;
-sessions are searched, sorted and arrive without a reload; no page overflows to the right and the
-KPI grid leaves no card alone on a row."""
+sessions are searched, sorted and arrive without a reload; the overview is filtered by agent and
+model; no page overflows to the right and the KPI grid leaves no card alone on a row."""
 
 from __future__ import annotations
 
 import pytest
 from django.utils import timezone
 
+from dashboard.forms import time_range_parse
 from tests.e2e.browser.conftest import CHROMIUM
 from tests.factories import make_key
 from toolscope.telemetry.models import Project, Session
@@ -91,6 +92,40 @@ def test_sessions_are_searched_sorted_and_arrive_without_a_reload(browsing, demo
     url = browsing.page.url
     browsing.page.wait_for_selector("#session-rows >> text=arrived-while-open", timeout=30_000)
     assert browsing.page.url == url
+    assert browsing.errors == []
+
+
+def _kpi(page, label: str) -> str:
+    return page.locator(f".kpi:has(.kpi-label:text-is('{label}')) .kpi-value").inner_text()
+
+
+def test_the_overview_is_filtered_by_agent_and_model(browsing, demo):
+    sessions = Session.objects.filter(project__slug=demo.slug).exclude(agent_name="")
+    agent = sessions.values_list("agent_name", flat=True).order_by("agent_name").first()
+    browsing.log_in(demo)
+    browsing.open(f"/p/{demo.slug}/?range=7d")
+    everything = int(_kpi(browsing.page, "Sessions").replace(",", ""))
+    browsing.page.select_option("select[name=agent]", agent)
+    with browsing.page.expect_navigation():
+        browsing.page.click("form.slice-filter button[type=submit]")
+    assert f"agent={agent}" in browsing.page.url and "range=7d" in browsing.page.url
+    assert browsing.page.locator("[data-sliced]").inner_text().startswith(f"Showing agent {agent} only")
+    shown = int(_kpi(browsing.page, "Sessions").replace(",", ""))
+    start = time_range_parse({"range": "7d"}, now=timezone.now())[0].start
+    assert shown == sessions.filter(agent_name=agent, started_at__gte=start).count()
+    assert 0 < shown < everything
+    model = browsing.page.locator("select[name=model] option").nth(1).inner_text()
+    browsing.page.select_option("select[name=model]", model)
+    with browsing.page.expect_navigation():
+        browsing.page.click("form.slice-filter button[type=submit]")
+    assert f"model <strong>{model}</strong>" in browsing.page.locator("[data-sliced]").inner_html()
+    # The range picker keeps the filter.
+    browsing.page.select_option("#id_range", "24h")
+    with browsing.page.expect_navigation():
+        browsing.page.click(".range-form button[type=submit]")
+    assert "range=24h" in browsing.page.url and f"agent={agent}" in browsing.page.url
+    assert browsing.page.locator("[data-sliced]").is_visible()
+    browsing.shot("overview-filtered-by-agent-and-model")
     assert browsing.errors == []
 
 

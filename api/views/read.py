@@ -70,6 +70,13 @@ class RangeQuery(serializers.Serializer):
         return {**attrs, "start": start, "end": end}
 
 
+class OverviewQuery(RangeQuery):
+    agent = serializers.CharField(required=False, allow_blank=True, max_length=200,
+                                  help_text="Only this agent's sessions, turns and calls.")
+    model = serializers.CharField(required=False, allow_blank=True, max_length=200,
+                                  help_text="Only this model's turns and their calls (a session: its own model).")
+
+
 class SessionsQuery(RangeQuery):
     agent = serializers.CharField(required=False, allow_blank=True, max_length=200)
     model = serializers.CharField(required=False, allow_blank=True, max_length=200)
@@ -281,9 +288,10 @@ class OverviewView(APIView):
     required_scope = "read"
 
     @extend_schema(
-        summary="The overview's KPIs", parameters=[RangeQuery], responses={200: dict, **READ_ERRORS},
+        summary="The overview's KPIs", parameters=[OverviewQuery], responses={200: dict, **READ_ERRORS},
         description="Each KPI of the dashboard's overview over [start, end) and over the period of the same "
-        "length before it; `change` is relative for counts and dollars and in percentage points for shares. "
+        "length before it, of the whole project or of one `agent`, one `model` or both; `change` is relative "
+        "for counts and dollars and in percentage points for shares. "
         "Dollars (`kind` usd: the cost of the priced requests, a month at that rate) are decimal strings, "
         "null when no request of the period has a price.",
         examples=[OpenApiExample("Two KPIs", response_only=True, value={
@@ -296,8 +304,10 @@ class OverviewView(APIView):
                  "current": "41.530112", "previous": "38.2", "change": 0.087}]})],
     )
     def get(self, request: Request) -> Response:
-        data = _query(RangeQuery, request)
-        kpis = selectors.overview_kpis(project_id=request.auth.project_id, **_range(data))
+        data = _query(OverviewQuery, request)
+        where = {column: data[field] for field, column in (("agent", "agent_name"), ("model", "model"))
+                 if data.get(field)}
+        kpis = selectors.overview_kpis(project_id=request.auth.project_id, **_range(data), where=where)
         return Response({"start": data["start"], "end": data["end"], "kpis": [
             {"key": kpi.key, "label": kpi.label, "kind": kpi.kind, "better": kpi.better,
              **({"current": _money(kpi.current), "previous": _money(kpi.previous)} if kpi.kind == "usd" else

@@ -133,6 +133,11 @@ def _overflow(page) -> int:
     return page.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth")
 
 
+def _table_overflow(page) -> int:
+    return page.evaluate("Math.max(0, ...[...document.querySelectorAll('.table-wrap')].map("
+                         "wrap => wrap.scrollWidth - wrap.clientWidth))")
+
+
 def _cards_per_row(page) -> list[int]:
     return page.evaluate("""() => {
         const rows = {};
@@ -152,6 +157,8 @@ def test_no_page_overflows_and_no_kpi_card_is_alone_on_a_row(browsing, demo, wid
                  f"/p/{demo.slug}/policy/"):
         browsing.open(path)
         assert _overflow(browsing.page) <= 0, (path, width)
+        if width >= 1366:  # and on a laptop's screen no table scrolls sideways inside the page either
+            assert _table_overflow(browsing.page) <= 0, (path, width)
     browsing.open(f"/p/{demo.slug}/?range=7d")
     rows = _cards_per_row(browsing.page)
     assert sum(rows) > 8 and (len(rows) == 1 or 2 * rows[-1] >= rows[0]), rows

@@ -1,9 +1,15 @@
-"""Issue 28, items 3, 4, 6 and 10 in a real browser: an OpenTelemetry session whose tools were
-inferred says so; the policy pages say whose definitions they count and count a picked agent's;
-sessions are searched, sorted and arrive without a reload; the overview is filtered by agent and
-model; no page overflows to the right and the KPI grid leaves no card alone on a row."""
+"""Issue 28, items 3, 4, 5, 6 and 10 in a real browser: an OpenTelemetry session whose tools were
+inferred says so; a key without a scope is told where to make one, and the key made there reads;
+the policy pages say whose definitions they count and count a picked agent's; sessions are
+searched, sorted and arrive without a reload; the overview is filtered by agent and model; no page
+overflows to the right and the KPI grid leaves no card alone on a row."""
 
 from __future__ import annotations
+
+import json
+import re
+import urllib.error
+import urllib.request
 
 import pytest
 from django.utils import timezone
@@ -45,6 +51,33 @@ def test_an_opentelemetry_session_without_definitions_says_whose_tools_it_counts
     assert f"the set {agent} last advertised" in notice.inner_text()
     assert browsing.page.locator("td[title='Inferred: agent']").first.text_content().strip().endswith("*")
     browsing.shot("session-inferred-tools")
+    assert browsing.errors == []
+
+
+def _api_get(base_url: str, path: str, secret: str) -> tuple[int, str]:
+    request = urllib.request.Request(base_url + path,  # noqa: S310 (the test's own http server)
+                                     headers={"Authorization": f"Bearer {secret}"})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310 (the test's own server)
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
+
+
+def test_a_key_without_read_is_told_where_to_make_one_and_that_key_reads(browsing, demo):
+    ingest_only = make_key(Project.objects.get(slug=demo.slug), scopes=["ingest"]).secret
+    status, body = _api_get(browsing.base_url, "/api/v1/sessions", ingest_only)
+    assert status == 403 and "lacks the 'read' scope" in body
+    keys_page = re.search(r"\((/p/[^)]+/keys/)\)", json.loads(body)["detail"]).group(1)
+    browsing.log_in(demo)
+    browsing.open(keys_page)
+    browsing.page.fill("input[name=name]", "notebook")
+    browsing.page.check("input[name=scopes][value=read]")
+    with browsing.page.expect_navigation():
+        browsing.page.click("button:has-text('Create key')")
+    secret = browsing.page.locator("#secret").inner_text().strip()
+    status, body = _api_get(browsing.base_url, "/api/v1/sessions", secret)
+    assert status == 200 and json.loads(body)["results"]
     assert browsing.errors == []
 
 

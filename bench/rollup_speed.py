@@ -1,14 +1,15 @@
 """Rollup speed: `manage.py rollup --all` over 1,000,000 tool calls, then a refresh of every hour.
 
 A scratch PostgreSQL database seeded in SQL (INSERT ... SELECT generate_series, not the ORM):
-one project, 50,000 sessions spread over 30 days, 10 turns each advertising one of 4 sets of
-12-40 tools, 2 tool calls per turn (3% errors, 5% duplicates, 2% compacted), a catalog with
+one project, 50,000 sessions spread over 30 days (3 agents, 2 models, every fifth turn a third
+model: 9 rollup slices; --agents 1 --models 1 for one), 10 turns each advertising one of 4 sets of 12-40 tools, 2 tool calls per turn (3% errors, 5% duplicates, 2% compacted), a catalog with
 schema versions. Then, each in a subprocess as an operator would run it:
 
     rollup --all    rebuild every hour with data (target: < 60 s for 1,000,000 tool calls)
     rollup          refresh, after every hour was marked dirty (limit 500 per transaction)
 
     .venv/bin/python bench/rollup_speed.py [--sessions 50000] [--turns 10] [--calls-per-turn 2] [--days 30]
+                                          [--agents 3] [--models 2]
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ SET_SIZES = (12, 20, 30, 40)
 SESSIONS_SQL = """
 INSERT INTO telemetry_session (project_id, client_id, agent_name, model, started_at, metadata, created_at,
     turn_count, tool_call_count, error_count, duplicate_tokens, near_window)
-SELECT %(project)s, 's' || s, 'bench', 'model-x',
+SELECT %(project)s, 's' || s, 'agent-' || (s %% %(agents)s), 'model-' || (s %% %(models)s),
        now() - interval '1 day' * %(days)s + interval '1 day' * %(days)s * (s - 1) / %(sessions)s, '{}', now(),
        0, 0, 0, 0, false
 FROM generate_series(1, %(sessions)s) AS s
@@ -36,7 +37,8 @@ TURNS_SQL = """
 INSERT INTO telemetry_turn (project_id, session_id, client_id, index, model, started_at, advertised_set_id,
     input_tokens, output_tokens, task_message, messages, system_prompt_tokens, schema_tokens, message_tokens,
     tool_output_tokens, estimated_input_tokens, near_window, created_at, expires_on)
-SELECT s.project_id, s.id, 't' || s.id || '-' || j, j, 'model-x', s.started_at + interval '20 seconds' * j,
+SELECT s.project_id, s.id, 't' || s.id || '-' || j, j, CASE WHEN j %% 5 = 4 AND %(models)s > 1 THEN 'model-small' ELSE s.model END,
+       s.started_at + interval '20 seconds' * j,
        (%(sets)s::bigint[])[1 + s.id %% 4], 3000 + 400 * j, 150, '', '[]', 1500, 200 * (1 + s.id %% 4),
        200 * j, 300 * j, 1500 + 200 * (1 + s.id %% 4) + 500 * j, j >= 9, now(),
        -- The day it expires, as processing sets it (telemetry/retention.py): its day + retention.
@@ -46,10 +48,10 @@ FROM telemetry_session AS s CROSS JOIN generate_series(0, %(turns)s - 1) AS j
 WHERE s.project_id = %(project)s
 """
 CALLS_SQL = """
-INSERT INTO telemetry_toolcall (project_id, session_id, turn_id, turn_index, client_id, call_id, tool_name,
+INSERT INTO telemetry_toolcall (project_id, session_id, turn_id, model, turn_index, client_id, call_id, tool_name,
     arguments, output, status, error, duration_ms, retries, approval, started_at, output_hash, output_tokens,
     duplicate_tokens, placeholder, created_at, expires_on)
-SELECT t.project_id, t.session_id, t.id, t.index, 'c' || t.id || '-' || k, '',
+SELECT t.project_id, t.session_id, t.id, t.model, t.index, 'c' || t.id || '-' || k, '',
        'tool_' || lpad(((t.id * 7 + k * 13) %% 12)::text, 2, '0'), '{}', '',
        CASE WHEN random() < 0.03 THEN 'error' ELSE 'ok' END, '', round((random() * 900)::numeric, 1), 0,
        'not_required', t.started_at + interval '2 seconds' * k, '', (random() * 2000)::int, 0, '', now(),
@@ -114,7 +116,8 @@ def seed(database_url: str, args: argparse.Namespace, *, sessions_sql: str = SES
         (project,) = cursor.fetchone()
         params = {"project": project, "sessions": args.sessions, "days": args.days, "turns": args.turns,
                   "calls_per_turn": args.calls_per_turn, "sets": seed_catalog(cursor, project),
-                  "retention": getattr(args, "retention", 30)}
+                  "retention": getattr(args, "retention", 30), "agents": getattr(args, "agents", 3),
+                  "models": getattr(args, "models", 2)}
         for sql in (sessions_sql, TURNS_SQL, CALLS_SQL, *WASTE_SQL, *extra_sql):
             cursor.execute(sql, params)
     with psycopg.connect(database_url, autocommit=True) as conn:
@@ -147,6 +150,10 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=10, help="Turns per session.")
     parser.add_argument("--calls-per-turn", type=int, default=2)
     parser.add_argument("--days", type=int, default=30)
+    parser.add_argument("--agents", type=int, default=3, help="Agents the sessions are spread over.")
+    parser.add_argument("--models", type=int, default=2,
+                        help="Session models; above 1, every fifth turn uses one more (rollup slices: "
+                             "agents x (models + 1)).")
     args = parser.parse_args()
     with scratch_database() as database_url:
         env = stack_env(database_url)

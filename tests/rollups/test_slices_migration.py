@@ -1,7 +1,7 @@
-"""Migration 0026 gives the hourly rollups their slice (agent, model): rows made before it hold
-every slice under ("", ""), so the hours whose raw rows are still kept are marked for the rollup
-task to rebuild by slice, and older hours (past raw retention, nothing to rebuild from) are left
-as they are."""
+"""Migration 0026 gives the hourly rollups their slice (agent, model): each stored call takes its
+turn's model; rows made before it hold every slice under ("", ""), so the hours whose raw rows are
+still kept are marked for the rollup task to rebuild by slice, and older hours (past raw
+retention, nothing to rebuild from) are left as they are."""
 
 from __future__ import annotations
 
@@ -32,8 +32,18 @@ def test_kept_hours_are_marked_for_a_rebuild_by_slice_older_ones_left():
     recent, old = now - timedelta(days=2), now - timedelta(days=40)
     for hour in (recent, old):
         hourly.objects.create(project=project, hour=hour, sessions=3, turns=9)
+    session = apps.get_model("telemetry", "Session").objects.create(project=project, client_id="s", started_at=now)
+    expires = (now + timedelta(days=30)).date()
+    turn = apps.get_model("telemetry", "Turn").objects.create(
+        project=project, session=session, client_id="t", index=0, model="gpt-4o", started_at=now, expires_on=expires)
+    calls = apps.get_model("telemetry", "ToolCall").objects
+    for client_id, linked in (("linked", turn), ("unlinked", None)):
+        calls.create(project=project, session=session, turn=linked, turn_index=0, client_id=client_id,
+                     tool_name="bash", started_at=now, expires_on=expires)
     try:
         apps = migrate(AFTER)
+        models = dict(apps.get_model("telemetry", "ToolCall").objects.values_list("client_id", "model"))
+        assert models == {"linked": "gpt-4o", "unlinked": ""}
         marks = set(apps.get_model("telemetry", "DirtyHour").objects.values_list("project_id", "hour"))
         assert marks == {(project.pk, recent)}
         rows = apps.get_model("telemetry", "ProjectHourly").objects.values_list("hour", "agent_name", "model", "turns")

@@ -357,6 +357,9 @@ class ToolCall(models.Model):
     client_id = models.CharField(max_length=200, help_text="The event id the agent sent.")
     call_id = models.CharField(max_length=200, blank=True, help_text="The provider's tool call id.")
     tool_name = models.CharField(max_length=200)
+    # Its turn's model, "" until the turn arrives: the rollups' slice (SLICE_HELP), kept on the row so
+    # that a rebuild never joins the (day-partitioned) turns.
+    model = models.CharField(max_length=200, blank=True, default="", db_default="", editable=False)
     arguments = models.JSONField(default=dict, blank=True)
     output = models.TextField(blank=True)
     # Set when the policy compacts this output: `output` then holds the compacted text the model

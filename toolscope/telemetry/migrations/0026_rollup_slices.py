@@ -6,6 +6,18 @@ from django.db import migrations, models
 from django.utils import timezone
 
 
+def calls_model(apps, schema_editor):
+    """Each stored call's model from its turn: the rollups slice calls by it (one statement)."""
+    if schema_editor.connection.vendor == "postgresql":
+        schema_editor.execute(
+            "UPDATE telemetry_toolcall AS c SET model = t.model FROM telemetry_turn AS t"
+            " WHERE t.id = c.turn_id AND t.model <> ''")
+    else:
+        schema_editor.execute(
+            "UPDATE telemetry_toolcall SET model = (SELECT t.model FROM telemetry_turn AS t"
+            " WHERE t.id = telemetry_toolcall.turn_id) WHERE turn_id IS NOT NULL")
+
+
 def hours_mark(apps, schema_editor):
     """Rows made before this migration hold every slice under ("", ""): the hours whose raw rows
     are still kept are marked for the rollup task (workers.rollup_dirty, every minute) to rebuild
@@ -65,5 +77,11 @@ class Migration(migrations.Migration):
             model_name='toolhourly',
             constraint=models.UniqueConstraint(fields=('project', 'hour', 'tool_name', 'agent_name', 'model'), name='toolhourly_unique'),
         ),
+        migrations.AddField(
+            model_name='toolcall',
+            name='model',
+            field=models.CharField(blank=True, db_default='', default='', editable=False, max_length=200),
+        ),
+        migrations.RunPython(calls_model, migrations.RunPython.noop),
         migrations.RunPython(hours_mark, migrations.RunPython.noop),
     ]

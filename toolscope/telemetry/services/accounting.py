@@ -46,7 +46,7 @@ CALL_FIELDS = (
     "id", "session_id", "client_id", "call_id", "tool_name", "turn_index", "started_at", "status", "output_hash",
     "output_tokens", "duplicate_of_id", "duplicate_tokens", "placeholder", "placeholder_tokens", "artifact_id",
     "artifact__tokens_before", "artifact__tokens_after", "duration_ms", "argument_tokens", "error_text_unflagged",
-    "expires_on", "turn_id",
+    "expires_on", "turn_id", "model",
 )
 TURN_FIELDS = (
     "id", "session_id", "index", "started_at", "new_message_tokens", "system_prompt_tokens", "advertised_set_id",
@@ -134,6 +134,8 @@ def sessions_account(
     slices = _Slices(sessions_before, now, turns, fresh_turns)
     _duplicates_link(calls, project, days)
     _compaction_apply(calls, project, rules_from_policy(outputs), skip_duplicates=suppress, days=days)
+    for call in calls:
+        call.set("model", slices.call(call)[1])
     _calls_save(calls, days)
     _calls_delta(delta, calls, slices)
     _advertised_sets_price(project, {t["advertised_set_id"] for t in turns if t["advertised_set_id"]})
@@ -160,8 +162,8 @@ def sessions_account(
 class _Slices:
     """Each row's rollup slice (agent, model) before and after the batch (hourly_deltas.py): a
     turn's is its session's agent and its own model; a call's its session's agent and its turn's
-    model, "" while it has no turn; a call without one is linked here to the first turn of its
-    index by (start, id), as `_calls_link_turns` links it."""
+    model, "" while it has no turn (kept on the call's row); a call without one is linked here to
+    the first turn of its index by (start, id), as `_calls_link_turns` links it."""
 
     def __init__(self, before: Mapping[int, SessionBefore | None], after: Mapping[int, SessionBefore],
                  turns: list[dict[str, Any]], fresh: Mapping[int, Any]) -> None:
@@ -178,9 +180,11 @@ class _Slices:
         return agents.get(turn["session_id"], ""), turn["model"] or ""
 
     def call(self, call: CallState, *, before: bool = False) -> Slice:
+        """Before: as the call's row holds it (what it was counted under). After: as `_calls_model`
+        writes it."""
         session, turn_id = call.row["session_id"], call.row["turn_id"]
         if before:
-            return self.agents_before.get(session, ""), self.models.get(turn_id, "")
+            return self.agents_before.get(session, ""), call.row["model"] or ""
         if turn_id is None and self.fresh:
             turn_id = self.first.get((session, call.row["turn_index"]))
         return self.agents_after[session], self.models.get(turn_id, "")

@@ -45,7 +45,7 @@ from typing import Any
 
 from django.db import connection, transaction
 from django.db.models import Count, F, Func, Q, QuerySet, Sum, TextField, Value
-from django.db.models.functions import Coalesce, Greatest, TruncDay, TruncHour
+from django.db.models.functions import Greatest, TruncDay, TruncHour
 from django.utils import timezone
 
 from toolscope.policies.models import Tool
@@ -62,6 +62,7 @@ from toolscope.telemetry.models import (
     ToolHourly,
     Turn,
 )
+from toolscope.telemetry.services.bulk import rows_insert
 
 HOUR = timedelta(hours=1)
 DAY = timedelta(days=1)
@@ -177,11 +178,12 @@ def _call_rows(*, project_id: int, hours: list[datetime]) -> dict[Key, dict[str,
         ),
         "times_called": Count(_TurnKey("session_id", "turn_index"), distinct=True),
     }
-    queryset = _hourly(ToolCall.objects.all(), project_id=project_id, hours=hours).annotate(
-        agent_name=F("session__agent_name"), model=Coalesce(F("turn__model"), Value("")))
+    # The model is the call's own column (its turn's, as processing wrote it): no join of turns.
+    calls = _hourly(ToolCall.objects.all(), project_id=project_id, hours=hours)
+    queryset = calls.annotate(agent_name=F("session__agent_name"))
     rows = {(row.pop("hour"), row.pop("tool_name"), row.pop("agent_name"), row.pop("model")): row
             for row in queryset.values("hour", "tool_name", *SLICE).annotate(**aggregates)}
-    for key, bins in _duration_bins(queryset).items():
+    for key, bins in _duration_bins(calls).items():
         p50, p95 = sketches.quantiles(bins)
         rows[key].update(duration_bins=bins, duration_p50_ms=p50, duration_p95_ms=p95)
     return rows
@@ -191,9 +193,13 @@ def _duration_bins(queryset: QuerySet[ToolCall]) -> dict[Key, dict[str, int]]:
     """The durations' sketch bins per (hour, tool, slice). The repair path: the hours' durations
     (one column, no outputs) stream to Python, about a second per million calls."""
     bins: dict[Key, Counter[str]] = defaultdict(Counter)
-    timed = queryset.filter(duration_ms__isnull=False).values_list("hour", "tool_name", *SLICE, "duration_ms")
-    for hour, tool_name, agent_name, model, duration in timed.iterator(chunk_size=INSERT_BATCH * 5):
-        bins[(hour, tool_name, agent_name, model)][sketches.bin_key(duration)] += 1
+    timed = queryset.filter(duration_ms__isnull=False)
+    # The sessions' agents in a second query, not a join: a server-side cursor's plan for a join
+    # probes the sessions row by row (a 500-hour refresh took 130 s instead of 10).
+    agents = dict(Session.objects.filter(pk__in=timed.values("session_id")).values_list("pk", "agent_name"))
+    rows = timed.values_list("hour", "tool_name", "session_id", "model", "duration_ms")
+    for hour, tool_name, session_id, model, duration in rows.iterator(chunk_size=INSERT_BATCH * 5):
+        bins[(hour, tool_name, agents.get(session_id, ""), model)][sketches.bin_key(duration)] += 1
     return {key: dict(counts) for key, counts in bins.items()}
 
 
@@ -269,25 +275,32 @@ def advertised_counts(*, project_id: int, turn_rows: list[dict[str, Any]]) -> di
 # --- building rollup rows ------------------------------------------------------------------------
 
 
+def _defaults(model: type[ToolHourly | ProjectHourly]) -> dict[str, Any]:
+    """Every column of a rollup row (attnames, no id) with its default: rows for rows_insert."""
+    return {field.attname: field.get_default() for field in model._meta.concrete_fields if not field.primary_key}
+
+
 def _tool_hourly(
     *, project_id: int, calls: dict[Key, dict[str, Any]], advertised: dict[Key, tuple[int, int]]
-) -> list[ToolHourly]:
+) -> list[dict[str, Any]]:
     # Advertised-but-never-called tools get a row with calls=0: the dashboard's dead weight.
     rows = []
+    defaults = _defaults(ToolHourly)
     for key in sorted(calls.keys() | advertised.keys()):
         hour, tool_name, agent_name, model = key
         times_advertised, schema_tokens = advertised.get(key, (0, 0))
-        rows.append(ToolHourly(
-            project_id=project_id, hour=hour, tool_name=tool_name, agent_name=agent_name, model=model,
-            times_advertised=times_advertised, schema_tokens=schema_tokens, **calls.get(key, {}),
-        ))
+        rows.append({
+            **defaults, "project_id": project_id, "hour": hour, "tool_name": tool_name, "agent_name": agent_name,
+            "model": model, "times_advertised": times_advertised, "schema_tokens": schema_tokens,
+            **calls.get(key, {}),
+        })
     return rows
 
 
 def _project_hourly(
     *, project_id: int, sessions: dict[HourKey, int], turn_rows: list[dict[str, Any]],
     calls: dict[Key, dict[str, Any]],
-) -> list[ProjectHourly]:
+) -> list[dict[str, Any]]:
     # Only (hour, slice) keys with some row get an entry, so an emptied one ends with no row.
     totals: dict[HourKey, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for key, count in sessions.items():
@@ -300,7 +313,8 @@ def _project_hourly(
     for (hour, _, agent_name, model), row in calls.items():
         for field, source in CALL_TOTALS.items():
             totals[(hour, agent_name, model)][field] += row[source]
-    return [ProjectHourly(project_id=project_id, hour=hour, agent_name=agent_name, model=model, **fields)
+    defaults = _defaults(ProjectHourly)
+    return [{**defaults, "project_id": project_id, "hour": hour, "agent_name": agent_name, "model": model, **fields}
             for (hour, agent_name, model), fields in sorted(totals.items())]
 
 
@@ -336,18 +350,24 @@ def rollups_rebuild(*, project_id: int, hours: Iterable[datetime]) -> None:
         # Deleted before reading: on SQLite this takes the write lock before anything is read.
         ToolHourly.objects.filter(project_id=project_id, hour__in=wanted).delete()
         ProjectHourly.objects.filter(project_id=project_id, hour__in=wanted).delete()
-        calls = _call_rows(project_id=project_id, hours=wanted)
-        turn_rows = _turn_rows(project_id=project_id, hours=wanted)
-        sessions = _session_counts(project_id=project_id, hours=wanted)
-        advertised = advertised_counts(project_id=project_id, turn_rows=turn_rows)
-        ToolHourly.objects.bulk_create(
-            _tool_hourly(project_id=project_id, calls=calls, advertised=advertised), batch_size=INSERT_BATCH
-        )
-        ProjectHourly.objects.bulk_create(
-            _project_hourly(project_id=project_id, sessions=sessions, turn_rows=turn_rows, calls=calls),
-            batch_size=INSERT_BATCH,
-        )
+        # A day at a time: a day's hours are a few index ranges however scattered the marks (a
+        # refresh's 500 claimed hours are not consecutive: as one query, each row was tested
+        # against hundreds of ranges), and the rows in memory stay a day's.
+        for day in days:
+            _hours_rebuild(project_id=project_id, hours=[hour for hour in wanted if hour.date() == day])
         _days_rebuild(project_id=project_id, days=days)
+
+
+def _hours_rebuild(*, project_id: int, hours: list[datetime]) -> None:
+    """The rollup rows of these hours (deleted already) from the raw rows."""
+    calls = _call_rows(project_id=project_id, hours=hours)
+    turn_rows = _turn_rows(project_id=project_id, hours=hours)
+    sessions = _session_counts(project_id=project_id, hours=hours)
+    advertised = advertised_counts(project_id=project_id, turn_rows=turn_rows)
+    # One COPY each on PostgreSQL (services/bulk.py): a day of sliced rows is thousands.
+    rows_insert(ToolHourly, _tool_hourly(project_id=project_id, calls=calls, advertised=advertised))
+    rows_insert(ProjectHourly,
+                _project_hourly(project_id=project_id, sessions=sessions, turn_rows=turn_rows, calls=calls))
 
 
 def _days_rebuild(*, project_id: int, days: list[date]) -> None:

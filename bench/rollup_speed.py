@@ -2,7 +2,8 @@
 
 A scratch PostgreSQL database seeded in SQL (INSERT ... SELECT generate_series, not the ORM):
 one project, 50,000 sessions spread over 30 days (3 agents, 2 models, every fifth turn a third
-model: 9 rollup slices; --agents 1 --models 1 for one), 10 turns each advertising one of 4 sets of 12-40 tools, 2 tool calls per turn (3% errors, 5% duplicates, 2% compacted), a catalog with
+model: 9 rollup slices; --agents 1 --models 1 for one), 10 turns each advertising one of 4 sets
+of 12-40 tools, 2 tool calls per turn (3% errors, 5% duplicates, 2% compacted), a catalog with
 schema versions. Then, each in a subprocess as an operator would run it:
 
     rollup --all    rebuild every hour with data (target: < 60 s for 1,000,000 tool calls)
@@ -37,7 +38,8 @@ TURNS_SQL = """
 INSERT INTO telemetry_turn (project_id, session_id, client_id, index, model, started_at, advertised_set_id,
     input_tokens, output_tokens, task_message, messages, system_prompt_tokens, schema_tokens, message_tokens,
     tool_output_tokens, estimated_input_tokens, near_window, created_at, expires_on)
-SELECT s.project_id, s.id, 't' || s.id || '-' || j, j, CASE WHEN j %% 5 = 4 AND %(models)s > 1 THEN 'model-small' ELSE s.model END,
+SELECT s.project_id, s.id, 't' || s.id || '-' || j, j,
+       CASE WHEN j %% 5 = 4 AND %(models)s > 1 THEN 'model-small' ELSE s.model END,
        s.started_at + interval '20 seconds' * j,
        (%(sets)s::bigint[])[1 + s.id %% 4], 3000 + 400 * j, 150, '', '[]', 1500, 200 * (1 + s.id %% 4),
        200 * j, 300 * j, 1500 + 200 * (1 + s.id %% 4) + 500 * j, j >= 9, now(),

@@ -1,0 +1,201 @@
+"""toolscope-proxy: the model API, with the published policy applied where the task is visible.
+
+An ASGI app (Starlette) between an agent and its provider. For OpenAI Chat Completions
+(`/v1/chat/completions`), OpenAI Responses (`/v1/responses`) and Anthropic Messages
+(`/v1/messages`) it reads the request's tools, its task (the latest user message) and its
+conversation, and in `enforce` mode sends the tools the policy selects for that task, rendered as
+the SDK renders them (the same engine: `ToolSelector`); in `observe` mode it forwards the request
+unchanged. Every other path is forwarded as it is.
+
+What goes back to the client is the provider's answer unchanged: status, headers (rate-limit
+headers included) and body; a stream is passed through chunk by chunk as it arrives, read on the
+side (`StreamReader`) for the usage and the calls. The client's own provider key goes upstream in
+its header and nowhere else: never stored, never logged, never sent to toolscope.
+
+Telemetry (recorder.py): each request a turn (tools sent, usage with cache reads and writes,
+latency, system prompt, task, new messages), each tool call with its result from the next request,
+through the SDK's client and its disk spool: nothing is lost while toolscope is away.
+
+Not yet: toolscope's own search and menu tools (answered by the client in the SDK) are not
+answered by the proxy, so in `enforce` mode they are left out of what is sent; a policy using the
+provider's own deferred loading (`tool_search.provider_search`) is sent as rendered. Compaction
+and duplicate placeholders are not applied to the tool results forwarded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import time
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+import httpx
+from starlette.applications import Starlette
+from starlette.background import BackgroundTask
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from toolscope_agent.engine.compaction import RETRIEVE_TOOL_NAME
+from toolscope_agent.engine.render import SEARCH_TOOL_NAME
+from toolscope_agent.engine.selection import SessionState
+from toolscope_agent.policy import PolicyCache
+from toolscope_agent.proxy.config import ProxyConfig
+from toolscope_agent.proxy.protocols import PROTOCOLS, Protocol, StreamReader, names
+from toolscope_agent.proxy.recorder import SESSION_HEADER, Recorder
+from toolscope_agent.selector import ToolSelector
+
+logger = logging.getLogger("toolscope_agent.proxy")
+
+# Never forwarded either way (RFC 9110 §7.6.1), and what the proxy sets itself.
+HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer",
+                        "trailers", "transfer-encoding", "upgrade", "host", "content-length"})
+# The client-side tools of toolscope's engine: the proxy does not answer them yet.
+ENGINE_TOOLS = frozenset({SEARCH_TOOL_NAME, RETRIEVE_TOOL_NAME})
+METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
+
+
+class Proxy:
+    def __init__(self, config: ProxyConfig, *, policy: PolicyCache | Mapping[str, Any] | None = None,
+                 recorder: Recorder | None = None, http: httpx.AsyncClient | None = None) -> None:
+        self.config = config
+        self.policy = policy
+        self.recorder = recorder or Recorder(None, mode=config.mode)
+        self.http = http or httpx.AsyncClient(timeout=httpx.Timeout(config.timeout, connect=10.0))
+        self._states: OrderedDict[str, SessionState] = OrderedDict()
+        self._warned_engine_tools = False
+
+    def app(self) -> Starlette:
+        routes = [Route(path, self.model_request, methods=["POST"]) for path in PROTOCOLS]
+        routes.append(Route("/{path:path}", self.passthrough, methods=METHODS))
+        @contextlib.asynccontextmanager
+        async def lifespan(app: Starlette) -> AsyncIterator[None]:
+            yield
+            await self.http.aclose()
+
+        return Starlette(routes=routes, lifespan=lifespan)
+
+    # -- model requests --------------------------------------------------------------------------
+
+    async def model_request(self, request: Request) -> Response:
+        protocol = PROTOCOLS[request.url.path]
+        raw = await request.body()
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            body = None
+        if not isinstance(body, dict):
+            return await self._forward(request, raw, protocol.provider)
+        key = self.recorder.key(protocol, body, request.headers)
+        conversation = self.recorder.conversation(key, model=body.get("model"))
+        self.recorder.results(conversation, protocol, body)
+        tools = protocol.tools(body)
+        selector = self._selector(key, tools) if self.config.mode == "enforce" and tools else None
+        if selector is not None:
+            sent = self._enforced(selector, protocol, body)
+            body = protocol.with_tools(body, sent)
+            raw = json.dumps(body, ensure_ascii=False).encode()
+        else:
+            sent = tools
+        started = time.perf_counter()
+
+        def record(response: Mapping[str, Any] | None) -> None:
+            latency = (time.perf_counter() - started) * 1000
+            self.recorder.turn(conversation, protocol, body, tools=sent, response=response, latency_ms=latency)
+            if selector is not None and response:
+                selector.observe(protocol.output_text(response), [
+                    {"name": call.name, "arguments": call.arguments} for call in protocol.calls(response)])
+
+        return await self._forward(request, raw, protocol.provider, protocol=protocol, on_done=record)
+
+    def _selector(self, key: str, tools: list[dict[str, Any]]) -> ToolSelector | None:
+        policy = self.policy
+        if policy is None:
+            return None
+        state = self._states.get(key)
+        if state is None:
+            state = self._states[key] = SessionState()
+            while len(self._states) > self.recorder.max_sessions:
+                self._states.popitem(last=False)
+        self._states.move_to_end(key)
+        return ToolSelector(tools, policy, state=state)
+
+    def _enforced(self, selector: ToolSelector, protocol: Protocol, body: Mapping[str, Any]) -> list[dict[str, Any]]:
+        rendered = selector.tools(protocol.task(body), format=protocol.format)
+        kept = [tool for tool in rendered if names([tool])[0] not in ENGINE_TOOLS]
+        if len(kept) < len(rendered) and not self._warned_engine_tools:
+            self._warned_engine_tools = True
+            logger.warning("toolscope-proxy: the policy adds toolscope's own search/menu tools, which the proxy "
+                           "does not answer yet; they are left out of what is sent")
+        return kept
+
+    # -- forwarding ------------------------------------------------------------------------------
+
+    async def passthrough(self, request: Request) -> Response:
+        provider = "anthropic" if "anthropic-version" in request.headers or "x-api-key" in request.headers \
+            else "openai"
+        return await self._forward(request, await request.body(), provider)
+
+    async def _forward(self, request: Request, content: bytes, provider: str, *, protocol: Protocol | None = None,
+                       on_done: Any = None) -> Response:
+        base = self.config.upstreams.get(provider)
+        if not base:
+            return _error(502, f"no upstream configured for {provider} (--{provider}-base-url)")
+        url = base.rstrip("/") + request.url.path + (f"?{request.url.query}" if request.url.query else "")
+        headers = [(name, value) for name, value in request.headers.items()
+                   if name.lower() not in HOP_BY_HOP and name.lower() not in ("accept-encoding", SESSION_HEADER)]
+        # Read by the proxy on the way through: asked for uncompressed, passed on uncompressed.
+        headers.append(("accept-encoding", "identity"))
+        upstream_request = self.http.build_request(request.method, url, headers=headers, content=content)
+        try:
+            upstream = await self.http.send(upstream_request, stream=True)
+        except httpx.HTTPError as exc:
+            logger.warning("toolscope-proxy: %s %s failed: %s", request.method, url, type(exc).__name__)
+            return _error(502, f"the upstream {provider} API could not be reached ({type(exc).__name__})")
+        back = [(name, value) for name, value in upstream.headers.items()
+                if name.lower() not in HOP_BY_HOP and name.lower() != "content-encoding"]
+        streamed = upstream.headers.get("content-type", "").startswith("text/event-stream")
+        if streamed:
+            reader = StreamReader(protocol) if protocol is not None and upstream.is_success else None
+
+            async def chunks() -> AsyncIterator[bytes]:
+                async for chunk in upstream.aiter_raw():
+                    if reader is not None:
+                        reader.feed(chunk)
+                    yield chunk
+
+            async def finish() -> None:
+                await upstream.aclose()
+                if on_done is not None:
+                    _safely(on_done, reader.body() if reader is not None else None)
+
+            stream = StreamingResponse(chunks(), status_code=upstream.status_code, background=BackgroundTask(finish))
+            stream.raw_headers = [(n.encode("latin-1"), v.encode("latin-1")) for n, v in back]
+            return stream
+        data = await upstream.aread()
+        await upstream.aclose()
+        if on_done is not None:  # a refused request is a request too: recorded, without usage
+            try:
+                parsed = json.loads(data) if upstream.is_success else None
+            except ValueError:
+                parsed = None
+            _safely(on_done, parsed if isinstance(parsed, dict) else None)
+        response = Response(data, status_code=upstream.status_code)
+        response.raw_headers = [(n.encode("latin-1"), v.encode("latin-1")) for n, v in back]
+        response.raw_headers.append((b"content-length", str(len(data)).encode()))
+        return response
+
+
+def _safely(callback: Any, argument: Any) -> None:
+    """Recording never fails a request: the answer has gone to the client already or is about to."""
+    try:
+        callback(argument)
+    except Exception:  # telemetry must not break the agent
+        logger.exception("toolscope-proxy: recording a request failed")
+
+
+def _error(status: int, message: str) -> JSONResponse:
+    return JSONResponse({"error": {"type": "toolscope_proxy_error", "message": message}}, status_code=status)

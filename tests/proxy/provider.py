@@ -1,0 +1,207 @@
+"""A fake model provider on 127.0.0.1 for the proxy's tests: OpenAI Chat Completions, OpenAI
+Responses and Anthropic Messages, streamed and not, answering as the real APIs do (the official
+`openai` and `anthropic` clients parse every answer), and recording each request it received.
+
+The model's behaviour is fixed: when the latest message is the user's, it calls the first tool it
+was sent (arguments {"path": "README.md"}); after a tool result, it answers in text. The model
+name "rate-limited" gets a 429 with the providers' rate-limit headers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+RATE_LIMIT_HEADERS = {"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "7s",
+                      "anthropic-ratelimit-requests-remaining": "0", "retry-after": "7", "x-request-id": "req_fake_1"}
+USAGE = {"input": 1200, "output": 25, "cached": 1024}
+
+
+@dataclass
+class Received:
+    path: str
+    headers: dict[str, str]
+    body: dict[str, Any]
+
+
+@dataclass
+class Provider:
+    url: str = ""
+    received: list[Received] = field(default_factory=list)
+    # Seconds between two streamed events: a client sees each event before the next is made.
+    event_gap: float = 0.0
+
+
+def _tool_names(body: dict[str, Any]) -> list[str]:
+    names = []
+    for tool in body.get("tools") or []:
+        function = tool.get("function")
+        names.append(function["name"] if isinstance(function, dict) else tool.get("name", ""))
+    return [name for name in names if name]
+
+
+def _wants_tool(path: str, body: dict[str, Any]) -> bool:
+    items = body.get("input") if path == "/v1/responses" else body.get("messages")
+    if isinstance(items, str) or not items:
+        return bool(_tool_names(body))
+    last = items[-1]
+    if path == "/v1/chat/completions":
+        return last.get("role") == "user" and bool(_tool_names(body))
+    if path == "/v1/responses":
+        return last.get("type") != "function_call_output" and bool(_tool_names(body))
+    content = last.get("content")
+    results = isinstance(content, list) and any(block.get("type") == "tool_result" for block in content)
+    return last.get("role") == "user" and not results and bool(_tool_names(body))
+
+
+def chat(body: dict[str, Any], tool: str | None) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": None if tool else "Done: the file is read.",
+                               "refusal": None}
+    if tool:
+        message["tool_calls"] = [{"id": "call_1", "type": "function",
+                                  "function": {"name": tool, "arguments": json.dumps({"path": "README.md"})}}]
+    return {"id": "chatcmpl-1", "object": "chat.completion", "created": 1764000000, "model": body["model"],
+            "choices": [{"index": 0, "message": message, "logprobs": None,
+                         "finish_reason": "tool_calls" if tool else "stop"}],
+            "usage": {"prompt_tokens": USAGE["input"], "completion_tokens": USAGE["output"],
+                      "total_tokens": USAGE["input"] + USAGE["output"],
+                      "prompt_tokens_details": {"cached_tokens": USAGE["cached"]}}}
+
+
+def chat_events(body: dict[str, Any], tool: str | None) -> list[dict[str, Any]]:
+    base = {"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1764000000, "model": body["model"]}
+    events = [{**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]}]
+    if tool:
+        events.append({**base, "choices": [{"index": 0, "finish_reason": None, "delta": {"tool_calls": [
+            {"index": 0, "id": "call_1", "type": "function", "function": {"name": tool, "arguments": ""}}]}}]})
+        for part in ('{"path": ', '"README.md"}'):
+            events.append({**base, "choices": [{"index": 0, "finish_reason": None, "delta": {"tool_calls": [
+                {"index": 0, "function": {"arguments": part}}]}}]})
+    else:
+        for part in ("Done: ", "the file is read."):
+            events.append({**base, "choices": [{"index": 0, "delta": {"content": part}, "finish_reason": None}]})
+    events.append({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls" if tool else "stop"}]})
+    if (body.get("stream_options") or {}).get("include_usage"):
+        events.append({**base, "choices": [], "usage": chat(body, tool)["usage"]})
+    return events
+
+
+def responses(body: dict[str, Any], tool: str | None) -> dict[str, Any]:
+    if tool:
+        output = [{"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": tool,
+                   "arguments": json.dumps({"path": "README.md"}), "status": "completed"}]
+    else:
+        output = [{"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
+                   "content": [{"type": "output_text", "text": "Done: the file is read.", "annotations": []}]}]
+    return {"id": "resp_1", "object": "response", "created_at": 1764000000, "model": body["model"],
+            "status": "completed", "output": output, "parallel_tool_calls": True, "tool_choice": "auto",
+            "tools": body.get("tools") or [], "error": None, "incomplete_details": None, "instructions": None,
+            "metadata": {}, "temperature": 1.0, "top_p": 1.0,
+            "usage": {"input_tokens": USAGE["input"], "output_tokens": USAGE["output"],
+                      "total_tokens": USAGE["input"] + USAGE["output"],
+                      "input_tokens_details": {"cached_tokens": USAGE["cached"]},
+                      "output_tokens_details": {"reasoning_tokens": 0}}}
+
+
+def responses_events(body: dict[str, Any], tool: str | None) -> list[dict[str, Any]]:
+    done = responses(body, tool)
+    started = {**done, "status": "in_progress", "output": [], "usage": None}
+    return [{"type": "response.created", "sequence_number": 0, "response": started},
+            {"type": "response.in_progress", "sequence_number": 1, "response": started},
+            {"type": "response.completed", "sequence_number": 2, "response": done}]
+
+
+def messages(body: dict[str, Any], tool: str | None) -> dict[str, Any]:
+    content = ([{"type": "tool_use", "id": "toolu_1", "name": tool, "input": {"path": "README.md"}}] if tool
+               else [{"type": "text", "text": "Done: the file is read."}])
+    return {"id": "msg_1", "type": "message", "role": "assistant", "model": body["model"], "content": content,
+            "stop_reason": "tool_use" if tool else "end_turn", "stop_sequence": None,
+            "usage": {"input_tokens": USAGE["input"] - USAGE["cached"], "output_tokens": USAGE["output"],
+                      "cache_read_input_tokens": USAGE["cached"], "cache_creation_input_tokens": 0}}
+
+
+def messages_events(body: dict[str, Any], tool: str | None) -> list[dict[str, Any]]:
+    done = messages(body, tool)
+    start = {**done, "content": [], "stop_reason": None, "usage": {**done["usage"], "output_tokens": 1}}
+    events: list[dict[str, Any]] = [{"type": "message_start", "message": start}]
+    if tool:
+        events.append({"type": "content_block_start", "index": 0,
+                       "content_block": {"type": "tool_use", "id": "toolu_1", "name": tool, "input": {}}})
+        for part in ('{"path": ', '"README.md"}'):
+            events.append({"type": "content_block_delta", "index": 0,
+                           "delta": {"type": "input_json_delta", "partial_json": part}})
+    else:
+        events.append({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}})
+        for part in ("Done: ", "the file is read."):
+            events.append({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": part}})
+    events += [{"type": "content_block_stop", "index": 0},
+               {"type": "message_delta", "delta": {"stop_reason": done["stop_reason"], "stop_sequence": None},
+                "usage": {"output_tokens": USAGE["output"]}},
+               {"type": "message_stop"}]
+    return events
+
+
+ANSWERS = {"/v1/chat/completions": (chat, chat_events), "/v1/responses": (responses, responses_events),
+           "/v1/messages": (messages, messages_events)}
+
+
+def app(provider: Provider) -> Starlette:
+    async def answer(request: Request) -> Response:
+        body = await request.json()
+        provider.received.append(Received(request.url.path, dict(request.headers), body))
+        if body.get("model") == "rate-limited":
+            return JSONResponse({"error": {"type": "rate_limit_error", "message": "Slow down."}}, status_code=429,
+                                headers=RATE_LIMIT_HEADERS)
+        whole, streamed = ANSWERS[request.url.path]
+        tool = _tool_names(body)[0] if _wants_tool(request.url.path, body) else None
+        if not body.get("stream"):
+            return JSONResponse(whole(body, tool), headers={"x-request-id": "req_fake_1"})
+
+        async def events() -> AsyncIterator[bytes]:
+            for event in streamed(body, tool):
+                name = f"event: {event['type']}\n" if "type" in event and "object" not in event else ""
+                yield f"{name}data: {json.dumps(event)}\n\n".encode()
+                if provider.event_gap:
+                    await asyncio.sleep(provider.event_gap)
+            if request.url.path == "/v1/chat/completions":
+                yield b"data: [DONE]\n\n"
+
+        return StreamingResponse(events(), media_type="text/event-stream", headers={"x-request-id": "req_fake_1"})
+
+    async def models(request: Request) -> Response:
+        return JSONResponse({"object": "list", "data": [{"id": "gpt-4.1", "object": "model", "created": 0,
+                                                          "owned_by": "fake"}]})
+
+    return Starlette(routes=[Route(path, answer, methods=["POST"]) for path in ANSWERS]
+                     + [Route("/v1/models", models)])
+
+
+@contextmanager
+def serving(asgi: Any) -> Iterator[str]:
+    """`asgi` served by uvicorn on a free port of 127.0.0.1 in a thread; yields its base URL."""
+    config = uvicorn.Config(asgi, host="127.0.0.1", port=0, log_level="warning", lifespan="on")
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        assert thread.is_alive() and time.monotonic() < deadline, "the server did not start"
+        time.sleep(0.02)
+    port = server.servers[0].sockets[0].getsockname()[1]
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)

@@ -1,0 +1,258 @@
+"""toolscope-proxy between the official `openai` and `anthropic` clients and a provider on
+127.0.0.1 (tests/proxy/provider.py): every protocol, streamed and not, in `observe` and
+`enforce` mode; errors and rate-limit headers passed back unchanged; streams passed through event
+by event; what the recorder makes of a conversation."""
+
+from __future__ import annotations
+
+import copy
+import json
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import anthropic
+import httpx
+import openai
+import pytest
+from toolscope_agent.policy import DEFAULT_POLICY
+from toolscope_agent.proxy import Proxy, ProxyConfig, Recorder
+from toolscope_agent.proxy.protocols import PROTOCOLS
+
+from tests.proxy.provider import RATE_LIMIT_HEADERS, USAGE, Provider, app, serving
+
+TOOLS = {
+    "read_file": "Read a file of the repository.",
+    "run_tests": "Run the test suite, or the tests matching a pattern.",
+    "git_commit": "Record staged changes with a message.",
+    "web_search": "Search the web.",
+}
+SCHEMA = {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}
+KEY = "sk-test-not-a-real-key-0123456789"
+
+
+def policy() -> dict[str, Any]:
+    """read_file always; run_tests when the task mentions tests; the rest never asked for."""
+    document = copy.deepcopy(DEFAULT_POLICY)
+    document["selection"].update({"mode": "context_rules", "always_on": ["read_file"],
+                                  "groups": {"testing": ["run_tests"]},
+                                  "context_rules": [{"name": "testing", "keywords": ["test", "tests"], "regex": None,
+                                                     "groups": ["testing"]}]})
+    return document
+
+
+def openai_tools() -> list[dict[str, Any]]:
+    return [{"type": "function", "function": {"name": name, "description": text, "parameters": SCHEMA}}
+            for name, text in TOOLS.items()]
+
+
+def responses_tools() -> list[dict[str, Any]]:
+    return [{"type": "function", "name": name, "description": text, "parameters": SCHEMA, "strict": False}
+            for name, text in TOOLS.items()]
+
+
+def anthropic_tools() -> list[dict[str, Any]]:
+    return [{"name": name, "description": text, "input_schema": SCHEMA} for name, text in TOOLS.items()]
+
+
+@pytest.fixture
+def provider() -> Iterator[Provider]:
+    provider = Provider()
+    with serving(app(provider)) as url:
+        provider.url = url
+        yield provider
+
+
+class Recorded(Recorder):
+    """The recorder with its events kept in a list, as its client's exporter would queue them."""
+
+    def __init__(self, mode: str) -> None:
+        from toolscope_agent.client import Client
+
+        self.events: list[dict[str, Any]] = []
+        client = Client("http://127.0.0.1:9", "unused-key", flush_interval=3600)
+        client._exporter.put = self._put  # type: ignore[method-assign]
+        super().__init__(client, mode=mode, agent_name="proxied")
+
+    def _put(self, event: dict[str, Any]) -> bool:
+        self.events.append(event)
+        return True
+
+
+@pytest.fixture
+def proxied(provider):
+    """A proxy in front of the provider: `proxied(mode)` yields (base URL, recorder)."""
+    servers = []
+
+    def start(mode: str, document: dict[str, Any] | None = None) -> tuple[str, Recorded]:
+        recorder = Recorded(mode)
+        config = ProxyConfig(mode=mode, upstreams={"openai": provider.url, "anthropic": provider.url})
+        proxy = Proxy(config, policy=document, recorder=recorder)
+        server = serving(proxy.app())
+        servers.append(server)
+        return server.__enter__(), recorder
+
+    yield start
+    for server in servers:
+        server.__exit__(None, None, None)
+
+
+def sent_tools(provider: Provider) -> list[str]:
+    body = provider.received[-1].body
+    return [tool["function"]["name"] if "function" in tool else tool["name"] for tool in body.get("tools", [])]
+
+
+def test_observe_forwards_every_protocol_unchanged_with_the_clients_key(provider, proxied):
+    base, _ = proxied("observe")
+    oa = openai.OpenAI(base_url=f"{base}/v1", api_key=KEY)
+    completion = oa.chat.completions.create(model="gpt-4.1", tools=openai_tools(), messages=[
+        {"role": "system", "content": "You are a coding agent."}, {"role": "user", "content": "Read the README"}])
+    assert completion.choices[0].message.tool_calls[0].function.name == "read_file"
+    assert sent_tools(provider) == list(TOOLS)
+    assert provider.received[-1].headers["authorization"] == f"Bearer {KEY}"
+    response = oa.responses.create(model="gpt-4.1", tools=responses_tools(), input="Read the README")
+    assert response.output[0].name == "read_file" and sent_tools(provider) == list(TOOLS)
+    an = anthropic.Anthropic(base_url=base, api_key=KEY)
+    message = an.messages.create(model="claude-sonnet-4-5", max_tokens=200, tools=anthropic_tools(),
+                                 messages=[{"role": "user", "content": "Read the README"}])
+    assert message.content[0].name == "read_file" and sent_tools(provider) == list(TOOLS)
+    headers = provider.received[-1].headers  # anthropic 2.x sends its key as a bearer token
+    assert KEY in (headers.get("x-api-key"), headers.get("authorization", "").removeprefix("Bearer "))
+    assert headers["anthropic-version"] == anthropic.Anthropic(api_key=KEY).default_headers["anthropic-version"]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_enforce_sends_the_tools_the_policy_selects_for_the_task(provider, proxied, stream):
+    base, _ = proxied("enforce", policy())
+    oa = openai.OpenAI(base_url=f"{base}/v1", api_key=KEY)
+    an = anthropic.Anthropic(base_url=base, api_key=KEY)
+    for task, expected in (("Read the README", ["read_file"]), ("Run the tests for utils", ["read_file", "run_tests"])):
+        kwargs: dict[str, Any] = {"stream": True, "stream_options": {"include_usage": True}} if stream else {}
+        result = oa.chat.completions.create(model="gpt-4.1", tools=openai_tools(),
+                                            messages=[{"role": "user", "content": task}], **kwargs)
+        if stream:
+            list(result)
+        assert sent_tools(provider) == expected, task
+        result = oa.responses.create(model="gpt-4.1", tools=responses_tools(), input=task, stream=stream)
+        if stream:
+            list(result)
+        assert sent_tools(provider) == expected, task
+        result = an.messages.create(model="claude-sonnet-4-5", max_tokens=200, tools=anthropic_tools(),
+                                    messages=[{"role": "user", "content": task}], stream=stream)
+        if stream:
+            list(result)
+        assert sent_tools(provider) == expected, task
+
+
+def test_a_forced_tool_choice_the_policy_removed_goes_back_to_the_default(provider, proxied):
+    base, _ = proxied("enforce", policy())
+    oa = openai.OpenAI(base_url=f"{base}/v1", api_key=KEY)
+    oa.chat.completions.create(model="gpt-4.1", tools=openai_tools(), messages=[{"role": "user", "content": "Hi"}],
+                               tool_choice={"type": "function", "function": {"name": "web_search"}})
+    assert sent_tools(provider) == ["read_file"] and "tool_choice" not in provider.received[-1].body
+    oa.chat.completions.create(model="gpt-4.1", tools=openai_tools(), messages=[{"role": "user", "content": "Hi"}],
+                               tool_choice={"type": "function", "function": {"name": "read_file"}})
+    assert provider.received[-1].body["tool_choice"]["function"]["name"] == "read_file"
+
+
+def test_errors_and_rate_limit_headers_come_back_unchanged(provider, proxied):
+    base, recorder = proxied("enforce", policy())
+    direct = httpx.post(f"{provider.url}/v1/messages", json={"model": "rate-limited", "messages": []})
+    through = httpx.post(f"{base}/v1/messages", json={"model": "rate-limited", "messages": []},
+                         headers={"x-api-key": KEY, "anthropic-version": "2023-06-01"})
+    assert (through.status_code, through.json()) == (direct.status_code, direct.json()) == (429, direct.json())
+    for name, value in RATE_LIMIT_HEADERS.items():
+        assert through.headers[name] == value, name
+    an = anthropic.Anthropic(base_url=base, api_key=KEY, max_retries=0)
+    with pytest.raises(anthropic.RateLimitError) as raised:
+        an.messages.create(model="rate-limited", max_tokens=10, messages=[{"role": "user", "content": "hi"}])
+    assert raised.value.response.headers["retry-after"] == "7"
+    # Other paths pass through as they are.
+    models = openai.OpenAI(base_url=f"{base}/v1", api_key=KEY).models.list()
+    assert [model.id for model in models] == ["gpt-4.1"]
+    assert [event["type"] for event in recorder.events].count("turn") == 2  # a 429 is a request too
+
+
+def test_an_unreachable_upstream_is_a_clear_502(proxied):
+    base, _ = proxied("observe")
+    dead = "http://127.0.0.1:9"
+    proxy_config = ProxyConfig(mode="observe", upstreams={"openai": dead, "anthropic": dead})
+    with serving(Proxy(proxy_config).app()) as url:
+        answer = httpx.post(f"{url}/v1/chat/completions", json={"model": "gpt-4.1", "messages": []})
+    assert answer.status_code == 502 and "could not be reached" in answer.json()["error"]["message"]
+    assert base  # the fixture's own proxy is unaffected
+
+
+def test_a_stream_reaches_the_client_event_by_event(provider, proxied):
+    provider.event_gap = 0.4
+    base, _ = proxied("observe")
+    an = anthropic.Anthropic(base_url=base, api_key=KEY)
+    arrivals = []
+    started = time.monotonic()
+    with an.messages.stream(model="claude-sonnet-4-5", max_tokens=50,
+                            messages=[{"role": "user", "content": "hello"}]) as stream:
+        for _ in stream:
+            arrivals.append(time.monotonic() - started)
+    # Eight events 0.4 s apart: a proxy that buffered would deliver them all at the end.
+    assert len(arrivals) >= 6
+    assert arrivals[0] < arrivals[-1] - 1.5
+
+
+@pytest.mark.parametrize("path", list(PROTOCOLS))
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_conversation_is_recorded_as_turns_and_tool_calls_with_the_providers_usage(provider, proxied, path, stream):
+    base, recorder = proxied("enforce", policy())
+    oa = openai.OpenAI(base_url=f"{base}/v1", api_key=KEY)
+    an = anthropic.Anthropic(base_url=base, api_key=KEY)
+
+    def ask(history: list[Any]) -> Any:
+        if path == "/v1/chat/completions":
+            extra: dict[str, Any] = {"stream": True, "stream_options": {"include_usage": True}} if stream else {}
+            result = oa.chat.completions.create(model="gpt-4.1", tools=openai_tools(), messages=history, **extra)
+        elif path == "/v1/responses":
+            result = oa.responses.create(model="gpt-4.1", tools=responses_tools(), input=history, stream=stream)
+        else:
+            result = an.messages.create(model="claude-sonnet-4-5", max_tokens=200, tools=anthropic_tools(),
+                                        system="You are a coding agent.", messages=history, stream=stream)
+        return list(result) if stream else result
+
+    task = "Run the tests of the parser"
+    if path == "/v1/chat/completions":
+        history: list[Any] = [{"role": "system", "content": "You are a coding agent."},
+                              {"role": "user", "content": task}]
+        ask(history)
+        call = {"id": "call_1", "type": "function",
+                "function": {"name": "read_file", "arguments": json.dumps({"path": "README.md"})}}
+        history += [{"role": "assistant", "content": None, "tool_calls": [call]},
+                    {"role": "tool", "tool_call_id": "call_1", "content": "# The parser\nRun `pytest`."}]
+    elif path == "/v1/responses":
+        history = [{"role": "user", "content": task}]
+        ask(history)
+        history += [{"type": "function_call", "call_id": "call_1", "name": "read_file",
+                     "arguments": json.dumps({"path": "README.md"})},
+                    {"type": "function_call_output", "call_id": "call_1", "output": "# The parser\nRun `pytest`."}]
+    else:
+        history = [{"role": "user", "content": task}]
+        ask(history)
+        history += [{"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "read_file",
+                                                       "input": {"path": "README.md"}}]},
+                    {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1",
+                                                  "content": "# The parser\nRun `pytest`."}]}]
+    ask(history)
+    events = recorder.events
+    kinds = [event["type"] for event in events]
+    assert kinds == ["session", "turn", "tool_call", "turn"], kinds
+    session, first, call, second = events
+    assert session["metadata"] == {"gateway": "toolscope-proxy", "proxy_mode": "enforce"}
+    assert session["agent_name"] == "proxied"
+    assert first["session_id"] == second["session_id"] == session["id"]  # one conversation, one session
+    assert [first["index"], second["index"]] == [0, 1]
+    assert (first["task_message"] == task and "task_message" not in second) or second["task_message"] == task
+    assert [tool["name"] for tool in first["tools"]] == ["read_file", "run_tests"]  # what was sent
+    assert first["usage"]["input_tokens"] == USAGE["input"] and first["usage"]["output_tokens"] == USAGE["output"]
+    assert first["usage"]["cached_tokens"] == USAGE["cached"]
+    if path != "/v1/responses":
+        assert first["system_prompt"] == "You are a coding agent."
+    assert call["tool_name"] == "read_file" and call["turn_index"] == 0 and call["status"] == "ok"
+    assert call["output"].startswith("# The parser") and call["arguments"] == {"path": "README.md"}
+    assert first["latency_ms"] > 0

@@ -29,7 +29,7 @@ import json
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 
 import httpx
@@ -68,13 +68,18 @@ class Proxy:
         self._states: OrderedDict[str, SessionState] = OrderedDict()
         self._warned_engine_tools = False
 
-    def app(self) -> Starlette:
+    def app(self, *, on_shutdown: Callable[[], None] | None = None) -> Starlette:
+        """The ASGI app. `on_shutdown` runs when the server stops (inside it: uvicorn re-raises a
+        SIGTERM once it has shut down, so code after `uvicorn.run` would never run)."""
         routes = [Route(path, self.model_request, methods=["POST"]) for path in PROTOCOLS]
         routes.append(Route("/{path:path}", self.passthrough, methods=METHODS))
+
         @contextlib.asynccontextmanager
         async def lifespan(app: Starlette) -> AsyncIterator[None]:
             yield
             await self.http.aclose()
+            if on_shutdown is not None:
+                on_shutdown()
 
         return Starlette(routes=routes, lifespan=lifespan)
 

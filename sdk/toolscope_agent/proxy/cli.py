@@ -53,10 +53,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     from toolscope_agent.proxy.serve import build
 
     proxy, closing = build(config)
-    try:
-        uvicorn.run(proxy.app(), host=args.host, port=args.port, log_level=args.log_level.lower())
-    finally:
-        closing()
+    # Open sessions are ended and telemetry flushed as the server stops (the app's lifespan).
+    uvicorn.run(proxy.app(on_shutdown=closing), host=args.host, port=args.port, log_level=args.log_level.lower())
     return 0
 
 

@@ -1,0 +1,128 @@
+"""toolscope-proxy end to end: the console script as a user starts it, a real toolscope (live
+server, Celery worker, PostgreSQL) publishing the policy and receiving the telemetry, the official
+`openai` and `anthropic` clients in front and a provider on 127.0.0.1 behind."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import anthropic
+import openai
+import pytest
+
+from tests.e2e.conftest import ingest_queue, wait_for, worker  # noqa: F401 -- fixtures
+from tests.factories import make_key, make_project, make_user
+from tests.gateway.serving import free_port
+from tests.proxy.provider import USAGE, Provider, app, serving
+from tests.proxy.test_proxy import KEY, TOOLS, anthropic_tools, openai_tools
+from toolscope.policies.models import ContextRule, Policy, Tool, ToolGroup
+from toolscope.policies.services.catalog import catalog_upsert
+from toolscope.policies.services.publish import policy_publish
+from toolscope.telemetry.models import BatchStatus, IngestBatch, Session, ToolCall, Turn
+
+pytestmark = pytest.mark.slow
+
+BIN = Path(__file__).resolve().parents[2] / ".venv" / "bin"
+
+
+@pytest.fixture
+def project(transactional_db):
+    project = make_project("proxied")
+    catalog_upsert(project=project, definitions=[{"name": name, "description": text, "input_schema": {
+        "type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}}
+        for name, text in TOOLS.items()])
+    policy = Policy.objects.get_or_create(project=project)[0]
+    policy.mode = "context_rules"
+    policy.save()
+    policy.always_on.set(Tool.objects.filter(project=project, name="read_file"))
+    group = ToolGroup.objects.create(policy=policy, name="testing")
+    group.tools.set(Tool.objects.filter(project=project, name="run_tests"))
+    rule = ContextRule.objects.create(policy=policy, name="testing", keywords=["test", "tests"])
+    rule.groups.set([group])
+    policy_publish(policy=policy, user=make_user())
+    return project
+
+
+@contextmanager
+def proxy_process(toolscope_url: str, key: str, upstream: str, tmp_path: Path) -> Iterator[str]:
+    port = free_port()
+    log = tmp_path / "proxy.log"
+    env = {"PATH": f"{BIN}:/usr/bin:/bin", "HOME": str(tmp_path), "TOOLSCOPE_URL": toolscope_url,
+           "TOOLSCOPE_API_KEY": key, "TOOLSCOPE_AGENT_NAME": "coder-behind-proxy"}
+    with log.open("w") as out:
+        process = subprocess.Popen(
+            [str(BIN / "toolscope-proxy"), "--mode", "enforce", "--port", str(port), "--openai-base-url", upstream,
+             "--anthropic-base-url", upstream, "--spool-dir", str(tmp_path / "spool"), "--log-level", "INFO"],
+            stdout=out, stderr=subprocess.STDOUT, env=env)
+        try:
+            wait_for(lambda: _listening(port) or process.poll() is not None, 30, "the proxy to listen")
+            assert process.poll() is None, log.read_text()
+            yield f"http://127.0.0.1:{port}"
+        finally:
+            process.send_signal(signal.SIGTERM)  # a clean stop ends the sessions and flushes
+            process.wait(timeout=30)
+    assert KEY not in log.read_text()  # the provider key is never logged
+
+
+def _listening(port: int) -> bool:
+    import socket
+
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+        return True
+    except OSError:
+        return False
+
+
+def processed() -> bool:
+    return IngestBatch.objects.exists() and not IngestBatch.objects.exclude(status=BatchStatus.DONE).exists()
+
+
+def test_the_proxy_applies_the_published_policy_and_toolscope_records_what_passed(
+        live_server, worker, project, tmp_path):  # noqa: F811 -- the worker fixture
+    provider = Provider()
+    key = make_key(project, scopes=("ingest", "policy:read")).secret
+    with serving(app(provider)) as upstream, proxy_process(live_server.url, key, upstream, tmp_path) as base:
+        oa = openai.OpenAI(base_url=f"{base}/v1", api_key=KEY)
+        history = [{"role": "user", "content": "Run the tests of the parser"}]
+        first = oa.chat.completions.create(model="gpt-4.1", tools=openai_tools(), messages=history,
+                                           extra_headers={"x-toolscope-session-id": "chat-1"})
+        call = first.choices[0].message.tool_calls[0]
+        history += [first.choices[0].message.model_dump(exclude_none=True),
+                    {"role": "tool", "tool_call_id": call.id, "content": "# The parser\nRun `pytest`."}]
+        oa.chat.completions.create(model="gpt-4.1", tools=openai_tools(), messages=history,
+                                   extra_headers={"x-toolscope-session-id": "chat-1"})
+        sent_chat = [[tool["function"]["name"] for tool in received.body["tools"]] for received in provider.received]
+        an = anthropic.Anthropic(base_url=base, api_key=KEY)
+        list(an.messages.create(model="claude-sonnet-4-5", max_tokens=100, tools=anthropic_tools(), stream=True,
+                                messages=[{"role": "user", "content": "Read the README"}]))
+        sent_messages = [tool["name"] for tool in provider.received[-1].body["tools"]]
+    assert sent_chat == [["read_file", "run_tests"], ["read_file", "run_tests"]]
+    assert sent_messages == ["read_file"]
+    assert all(received.headers.get("authorization") == f"Bearer {KEY}" for received in provider.received)
+
+    wait_for(processed, 60, "the proxy's telemetry processed")
+    chat = Session.objects.get(project=project, client_id="chat-1")
+    assert chat.metadata == {"gateway": "toolscope-proxy", "proxy_mode": "enforce"}
+    assert chat.agent_name == "coder-behind-proxy" and chat.ended_at is not None
+    turns = list(Turn.objects.filter(session=chat).order_by("index"))
+    assert [sorted(tool["name"] for tool in turn.advertised_set.tools) for turn in turns] == [
+        ["read_file", "run_tests"], ["read_file", "run_tests"]]
+    assert turns[0].task_message == "Run the tests of the parser" and turns[0].model == "gpt-4.1"
+    assert (turns[0].input_tokens, turns[0].output_tokens, turns[0].cached_tokens) == (
+        USAGE["input"], USAGE["output"], USAGE["cached"])
+    calls = list(ToolCall.objects.filter(session=chat))
+    assert [(c.tool_name, c.turn_index, c.output, c.arguments) for c in calls] == [
+        ("read_file", 0, "# The parser\nRun `pytest`.", {"path": "README.md"})]
+    assert calls[0].turn_id == turns[0].pk
+    streamed = Session.objects.exclude(pk=chat.pk).get(project=project)
+    (turn,) = Turn.objects.filter(session=streamed)
+    assert [tool["name"] for tool in turn.advertised_set.tools] == ["read_file"]
+    assert turn.input_tokens == USAGE["input"] and turn.model == "claude-sonnet-4-5"
+    # The provider key went to the provider only: not into what toolscope stored.
+    assert KEY not in json.dumps(list(IngestBatch.objects.values_list("payload", flat=True)), default=str)

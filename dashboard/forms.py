@@ -187,6 +187,7 @@ class SessionFilterForm(forms.Form):
     errors = forms.ChoiceField(required=False, choices=[("", "Any"), ("yes", "With errors"), ("no", "Without")])
     near_window = forms.BooleanField(required=False, label="Near the window")
     gateway = forms.BooleanField(required=False, label="Through the MCP gateway")
+    proxy = forms.BooleanField(required=False, label="Through toolscope-proxy")
     q = forms.CharField(required=False, max_length=200, strip=True, label="Search")
     sort = forms.ChoiceField(required=False, choices=SESSION_SORTS)
     # "<sort value>|<id>" of the last row shown: keyset pagination, no COUNT and no OFFSET.
@@ -198,6 +199,7 @@ class SessionFilterForm(forms.Form):
         sort = data.get("sort") or "time"
         return {"agent": data.get("agent") or "", "model": data.get("model") or "", "has_errors": errors,
                 "near_window": bool(data.get("near_window")), "gateway": bool(data.get("gateway")),
+                "proxy": bool(data.get("proxy")),
                 "q": data.get("q") or "", "sort": sort,
                 "after": cursor_parse(data.get("after") or "") if sort == "time" else count_cursor_parse(
                     data.get("after") or "")}

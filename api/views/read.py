@@ -85,6 +85,8 @@ class SessionsQuery(RangeQuery):
     near_window = StrictBooleanField(required=False, default=False)
     gateway = StrictBooleanField(required=False, default=False,
                                        help_text="Only sessions recorded through toolscope-mcp, the MCP gateway.")
+    proxy = StrictBooleanField(required=False, default=False,
+                                     help_text="Only sessions recorded through toolscope-proxy, the model-API proxy.")
     q = serializers.CharField(required=False, allow_blank=True, max_length=200,
                               help_text="Sessions whose id, metadata (tags included) or a turn's task message "
                                         "holds this text, case-insensitively.")
@@ -163,7 +165,8 @@ class SessionsView(APIView):
         page = selectors.session_list(
             project_id=request.auth.project_id, **_range(data), agent=data.get("agent", ""),
             model=data.get("model", ""), has_errors={"yes": True, "no": False}.get(data.get("errors", "")),
-            near_window=data["near_window"], gateway=data["gateway"], q=data.get("q", ""), after=data.get("cursor"),
+            near_window=data["near_window"], gateway=data["gateway"], proxy=data["proxy"], q=data.get("q", ""),
+            after=data.get("cursor"),
             limit=data["limit"])
         rows = [{**{key: value for key, value in row.items() if key not in ("id", "sort_key", "cost_nanos")},
                  "usd": _money(row["usd"])} for row in page.rows]

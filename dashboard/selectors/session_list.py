@@ -23,8 +23,9 @@ SESSION_COLUMNS = ("id", "client_id", "agent_name", "model", "started_at", "ende
 SORTS: dict[str, Any] = {"time": F("started_at"), "tokens": F("total_tokens"),
                          "cost": Coalesce("cost_nanos", Value(-1)), "errors": F("error_count"),
                          "turns": F("turn_count")}
-# What toolscope-mcp (the MCP gateway) writes into the metadata of the sessions it records.
-GATEWAY_KEY, GATEWAY_NAME = "gateway", "toolscope-mcp"
+# What toolscope-mcp (the MCP gateway) and toolscope-proxy (the model-API proxy) write into the
+# metadata of the sessions they record.
+GATEWAY_KEY, GATEWAY_NAME, PROXY_NAME = "gateway", "toolscope-mcp", "toolscope-proxy"
 
 
 @dataclass(frozen=True)
@@ -35,7 +36,8 @@ class SessionPage:
 
 
 def _session_filter(*, project_id: int, start: datetime, end: datetime, agent: str, model: str,
-                    has_errors: bool | None, near_window: bool, gateway: bool = False, q: str = "") -> Q:
+                    has_errors: bool | None, near_window: bool, gateway: bool = False, q: str = "",
+                    proxy: bool = False) -> Q:
     condition = Q(project_id=project_id, started_at__gte=start, started_at__lt=end)
     if q:
         condition &= _search(project_id, start, q)
@@ -49,6 +51,8 @@ def _session_filter(*, project_id: int, start: datetime, end: datetime, agent: s
         condition &= Q(near_window=True)
     if gateway:
         condition &= Q(**{f"metadata__{GATEWAY_KEY}": GATEWAY_NAME})
+    if proxy:
+        condition &= Q(**{f"metadata__{GATEWAY_KEY}": PROXY_NAME})
     return condition
 
 
@@ -63,13 +67,14 @@ def _search(project_id: int, start: datetime, q: str) -> Q:
 def session_list(
     *, project_id: int, start: datetime, end: datetime, agent: str = "", model: str = "",
     has_errors: bool | None = None, near_window: bool = False, gateway: bool = False, q: str = "",
-    sort: str = "time", after: tuple[Any, int] | None = None, limit: int = PAGE_SIZE,
+    sort: str = "time", after: tuple[Any, int] | None = None, limit: int = PAGE_SIZE, proxy: bool = False,
 ) -> SessionPage:
     """`limit` rows after the cursor, largest `sort` value first (newest for time), from the
     sessions' summary fields: one query. Keyset pagination over (sort value, id): no OFFSET and
     no COUNT, so page 100 costs page 1."""
     condition = _session_filter(project_id=project_id, start=start, end=end, agent=agent, model=model,
-                                has_errors=has_errors, near_window=near_window, gateway=gateway, q=q)
+                                has_errors=has_errors, near_window=near_window, gateway=gateway, q=q,
+                                proxy=proxy)
     if after is not None:
         value, pk = after
         condition &= Q(sort_key__lt=value) | Q(sort_key=value, id__lt=pk)
@@ -94,11 +99,12 @@ def _annotated(sort: str) -> Any:
 
 def session_export(*, project_id: int, start: datetime, end: datetime, agent: str = "", model: str = "",
                    has_errors: bool | None = None, near_window: bool = False, gateway: bool = False, q: str = "",
-                   sort: str = "time") -> Any:
+                   sort: str = "time", proxy: bool = False) -> Any:
     """Every matching session for a CSV, in the list's order, streamed from a server-side cursor:
     one query."""
     condition = _session_filter(project_id=project_id, start=start, end=end, agent=agent, model=model,
-                                has_errors=has_errors, near_window=near_window, gateway=gateway, q=q)
+                                has_errors=has_errors, near_window=near_window, gateway=gateway, q=q,
+                                proxy=proxy)
     rows = (_annotated(sort).filter(condition).order_by("-sort_key", "-id")
             .values(*SESSION_COLUMNS, via=KT(f"metadata__{GATEWAY_KEY}")).iterator(chunk_size=2000))
     return (_with_usd(row) for row in rows)

@@ -179,6 +179,18 @@ def test_sessions_through_the_mcp_gateway_are_marked_and_filtered(viewer_client,
     assert len(csv) == 2 and csv[1].split(",")[header.index("via")] == "toolscope-mcp"
 
 
+def test_sessions_through_the_proxy_are_marked_and_filtered(viewer_client, project, sessions):
+    from toolscope.telemetry.models import Session
+
+    Session.objects.filter(pk=sessions["a"].pk).update(metadata={"gateway": "toolscope-proxy", "proxy_mode": "enforce"})
+    Session.objects.filter(pk=sessions["b"].pk).update(metadata={"gateway": "toolscope-mcp"})
+    response, listed = _listed(viewer_client, project, proxy="on")
+    assert listed == _ids(sessions, ["a"])
+    assert 'title="Recorded by toolscope-proxy, the model-API proxy">proxy</span>' in response.content.decode()
+    page = viewer_client.get(reverse("dashboard:session", args=[project.slug, sessions["a"].client_id]))
+    assert b"Recorded through toolscope-proxy, the model-API proxy, in enforce mode" in page.content
+
+
 def test_a_session_recorded_from_otel_without_content_says_its_figures_are_partial(viewer_client, project, sessions):
     from toolscope.telemetry.models import Session
 

@@ -261,3 +261,18 @@ def test_env_example_names_every_variable_compose_takes():
     # Everything else in the example is a value the stack accepts as it is.
     filled = {key: value for key, value in example.items() if value}
     recipe.load_compose({**filled, **TEST_VARIABLES})
+
+
+def test_the_proxy_service_runs_toolscope_proxy_from_the_image_on_request(compose):
+    """toolscope-proxy (docs/proxy.md) is in the image (its starlette and uvicorn are runtime pins)
+    and starts only with `--profile proxy`; tests/proxy/test_proxy_live.py runs its command."""
+    proxy = compose["services"]["proxy"]
+    assert proxy["profiles"] == ["proxy"] and proxy["image"] == compose["services"]["web"]["image"]
+    argv = recipe.as_argv(proxy["command"])
+    assert argv[0] == "toolscope-proxy" and argv[argv.index("--spool-dir") + 1] == "/var/lib/toolscope-proxy"
+    assert any(volume.endswith(":/var/lib/toolscope-proxy") for volume in proxy["volumes"])
+    env = recipe.service_environment(proxy)
+    assert env["TOOLSCOPE_URL"] == "http://web:8000" and env["TOOLSCOPE_PROXY_MODE"] == "observe"
+    assert proxy["ports"] == ["127.0.0.1:8788:8788"]
+    pins = (recipe.REPO_ROOT / "requirements.txt").read_text()
+    assert "\nstarlette==" in pins and "\nuvicorn==" in pins

@@ -49,14 +49,15 @@ def project(transactional_db):
 
 
 @contextmanager
-def proxy_process(toolscope_url: str, key: str, upstream: str, tmp_path: Path) -> Iterator[str]:
+def proxy_process(toolscope_url: str, key: str, upstream: str, tmp_path: Path, *, mode: str = "enforce",
+                  log_name: str = "proxy.log") -> Iterator[str]:
     port = free_port()
-    log = tmp_path / "proxy.log"
+    log = tmp_path / log_name
     env = {"PATH": f"{BIN}:/usr/bin:/bin", "HOME": str(tmp_path), "TOOLSCOPE_URL": toolscope_url,
            "TOOLSCOPE_API_KEY": key, "TOOLSCOPE_AGENT_NAME": "coder-behind-proxy"}
     with log.open("w") as out:
         process = subprocess.Popen(
-            [str(BIN / "toolscope-proxy"), "--mode", "enforce", "--port", str(port), "--openai-base-url", upstream,
+            [str(BIN / "toolscope-proxy"), "--mode", mode, "--port", str(port), "--openai-base-url", upstream,
              "--anthropic-base-url", upstream, "--spool-dir", str(tmp_path / "spool"), "--log-level", "INFO"],
             stdout=out, stderr=subprocess.STDOUT, env=env)
         try:
@@ -126,3 +127,70 @@ def test_the_proxy_applies_the_published_policy_and_toolscope_records_what_passe
     assert turn.input_tokens == USAGE["input"] and turn.model == "claude-sonnet-4-5"
     # The provider key went to the provider only: not into what toolscope stored.
     assert KEY not in json.dumps(list(IngestBatch.objects.values_list("payload", flat=True)), default=str)
+
+
+def conversation(base: str, session_id: str) -> None:
+    """Two requests of one conversation through the proxy: a call, then its result."""
+    oa = openai.OpenAI(base_url=f"{base}/v1", api_key=KEY)
+    history = [{"role": "user", "content": "Run the tests of the parser"}]
+    headers = {"x-toolscope-session-id": session_id}
+    first = oa.chat.completions.create(model="gpt-4.1", tools=openai_tools(), messages=history, extra_headers=headers)
+    call = first.choices[0].message.tool_calls[0]
+    history += [first.choices[0].message.model_dump(exclude_none=True),
+                {"role": "tool", "tool_call_id": call.id, "content": "# The parser"}]
+    oa.chat.completions.create(model="gpt-4.1", tools=openai_tools(), messages=history, extra_headers=headers)
+
+
+def test_nothing_recorded_is_lost_while_toolscope_is_down(live_server, worker, project, tmp_path):  # noqa: F811
+    provider = Provider()
+    key = make_key(project, scopes=("ingest", "policy:read")).secret
+    down = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    with serving(app(provider)) as upstream:
+        with proxy_process(down, key, upstream, tmp_path, mode="observe", log_name="down.log") as base:
+            conversation(base, "while-down")  # the agent is served all the same
+        spooled = list((tmp_path / "spool").glob("*.json.gz"))
+        assert spooled, (tmp_path / "down.log").read_text()
+        assert not Session.objects.filter(project=project).exists()
+        # Restarted with toolscope back: the spool goes first.
+        with proxy_process(live_server.url, key, upstream, tmp_path, mode="observe", log_name="up.log"):
+            wait_for(lambda: Session.objects.filter(project=project, client_id="while-down").exists() and processed(),
+                     60, "the spooled telemetry delivered and processed")
+    session = Session.objects.get(project=project, client_id="while-down")
+    assert session.ended_at is not None and session.metadata["proxy_mode"] == "observe"
+    assert Turn.objects.filter(session=session).count() == 2
+    assert list(ToolCall.objects.filter(session=session).values_list("tool_name", "output")) == [
+        ("read_file", "# The parser")]
+    # observe sends what the agent sent: all four tools, both times.
+    assert all(len(received.body["tools"]) == len(TOOLS) for received in provider.received)
+
+
+def test_the_compose_proxy_command_serves_and_records(live_server, worker, project, tmp_path):  # noqa: F811
+    """docker-compose.yml's `proxy` service as a local process: its command and environment, with
+    the hosts it names pointed at this test's toolscope and provider, and its spool in tmp_path."""
+    from tests.deploy import recipe
+    from tests.deploy.test_recipe import TEST_VARIABLES
+
+    service = recipe.load_compose({**TEST_VARIABLES, "TOOLSCOPE_PROXY_API_KEY": "set-below"})["services"]["proxy"]
+    argv, env = recipe.as_argv(service["command"]), recipe.service_environment(service)
+    port = free_port()
+    argv[argv.index("--port") + 1], argv[argv.index("--host") + 1] = str(port), "127.0.0.1"
+    argv[argv.index("--spool-dir") + 1] = str(tmp_path / "spool")
+    provider = Provider()
+    with serving(app(provider)) as upstream:
+        env.update({"TOOLSCOPE_URL": live_server.url, "TOOLSCOPE_API_KEY": make_key(project).secret,
+                    "TOOLSCOPE_PROXY_OPENAI_BASE_URL": upstream, "TOOLSCOPE_PROXY_ANTHROPIC_BASE_URL": upstream,
+                    "PATH": f"{BIN}:/usr/bin:/bin", "HOME": str(tmp_path)})
+        with (tmp_path / "compose-proxy.log").open("w") as out:
+            process = subprocess.Popen([str(BIN / argv[0]), *argv[1:]], env=env, stdout=out, stderr=subprocess.STDOUT)
+            try:
+                wait_for(lambda: _listening(port) or process.poll() is not None, 30, "the proxy to listen")
+                assert process.poll() is None, (tmp_path / "compose-proxy.log").read_text()
+                conversation(f"http://127.0.0.1:{port}", "from-compose")
+            finally:
+                process.send_signal(signal.SIGTERM)
+                process.wait(timeout=30)
+    wait_for(lambda: Session.objects.filter(project=project, client_id="from-compose").exists() and processed(),
+             60, "the compose proxy's telemetry processed")
+    session = Session.objects.get(project=project, client_id="from-compose")
+    assert session.metadata == {"gateway": "toolscope-proxy", "proxy_mode": "observe"}
+    assert Turn.objects.filter(session=session).count() == 2

@@ -18,6 +18,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from django.core.validators import RegexValidator
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema
 from rest_framework import exceptions, serializers
 from rest_framework.request import Request
@@ -70,16 +71,21 @@ class RangeQuery(serializers.Serializer):
         return {**attrs, "start": start, "end": end}
 
 
+def _filter_text(**kwargs: Any) -> serializers.CharField:
+    """A text filter of a query string: blank for none, no NUL (a pattern the OpenAPI states)."""
+    return serializers.CharField(required=False, allow_blank=True, max_length=200,
+                                 validators=[RegexValidator(r"\A[^\x00]*\Z", "Null characters are not allowed.")],
+                                 **kwargs)
+
+
 class OverviewQuery(RangeQuery):
-    agent = serializers.CharField(required=False, allow_blank=True, max_length=200,
-                                  help_text="Only this agent's sessions, turns and calls.")
-    model = serializers.CharField(required=False, allow_blank=True, max_length=200,
-                                  help_text="Only this model's turns and their calls (a session: its own model).")
+    agent = _filter_text(help_text="Only this agent's sessions, turns and calls.")
+    model = _filter_text(help_text="Only this model's turns and their calls (a session: its own model).")
 
 
 class SessionsQuery(RangeQuery):
-    agent = serializers.CharField(required=False, allow_blank=True, max_length=200)
-    model = serializers.CharField(required=False, allow_blank=True, max_length=200)
+    agent = _filter_text()
+    model = _filter_text()
     errors = StrictChoiceField(required=False, choices=["yes", "no"],
                                      help_text="yes: sessions with a failed call; no: without.")
     near_window = StrictBooleanField(required=False, default=False)
@@ -87,9 +93,8 @@ class SessionsQuery(RangeQuery):
                                        help_text="Only sessions recorded through toolscope-mcp, the MCP gateway.")
     proxy = StrictBooleanField(required=False, default=False,
                                      help_text="Only sessions recorded through toolscope-proxy, the model-API proxy.")
-    q = serializers.CharField(required=False, allow_blank=True, max_length=200,
-                              help_text="Sessions whose id, metadata (tags included) or a turn's task message "
-                                        "holds this text, case-insensitively.")
+    q = _filter_text(help_text="Sessions whose id, metadata (tags included) or a turn's task message holds this "
+                               "text, case-insensitively.")
     cursor = serializers.RegexField(CURSOR, required=False, allow_blank=True,
                                     help_text="The previous page's next_cursor (where it ended: the start time "
                                               "in microseconds since the epoch, and the id).")
@@ -165,7 +170,8 @@ class SessionsView(APIView):
         page = selectors.session_list(
             project_id=request.auth.project_id, **_range(data), agent=data.get("agent", ""),
             model=data.get("model", ""), has_errors={"yes": True, "no": False}.get(data.get("errors", "")),
-            near_window=data["near_window"], gateway=data["gateway"], proxy=data["proxy"], q=data.get("q", ""),
+            near_window=data["near_window"], gateway=data["gateway"], proxy=data["proxy"],
+            q=data.get("q", "").strip(),
             after=data.get("cursor"),
             limit=data["limit"])
         rows = [{**{key: value for key, value in row.items() if key not in ("id", "sort_key", "cost_nanos")},

@@ -142,6 +142,8 @@ def test_overview_and_tools_read_what_the_dashboard_reads(reader, project, sessi
     assert kpis["sessions"]["current"] == 5 and kpis["tool_calls"]["current"] == 5
     coder = {kpi["key"]: kpi["current"] for kpi in get(reader, "overview", **window(), agent="coder").json()["kpis"]}
     assert (coder["sessions"], coder["tool_calls"]) == (2, 2)  # s1 and s3
+    refused = get(reader, "overview", **window(), model="o\x003")
+    assert refused.status_code == 400 and refused.json()["field"] == "model"  # as the schema's pattern says
     sliced = get(reader, "overview", **window(), agent="coder", model="o3").json()["kpis"]
     assert {kpi["key"]: kpi["current"] for kpi in sliced}["sessions"] == 0
     tools = {row["name"]: row for row in get(reader, "tools-stats", **window()).json()["results"]}

@@ -2,9 +2,11 @@
 Responses and Anthropic Messages, streamed and not, answering as the real APIs do (the official
 `openai` and `anthropic` clients parse every answer), and recording each request it received.
 
-The model's behaviour is fixed: when the latest message is the user's, it calls the first tool it
-was sent (arguments {"path": "README.md"}); after a tool result, it answers in text. The model
-name "rate-limited" gets a 429 with the providers' rate-limit headers.
+The model's behaviour is fixed. When the latest message is the user's, it calls the tool the user
+names if it was sent, else `tool_search` (query: the user's text) if that was sent, else the first
+tool sent (arguments {"path": "README.md"}). After a `tool_search` result it calls the named tool
+if it is sent now; after any other result it answers in text. The model name "rate-limited" gets
+a 429 with the providers' rate-limit headers.
 """
 
 from __future__ import annotations
@@ -52,26 +54,65 @@ def _tool_names(body: dict[str, Any]) -> list[str]:
     return [name for name in names if name]
 
 
-def _wants_tool(path: str, body: dict[str, Any]) -> bool:
+SEARCH = "tool_search"
+
+
+def _user_text(path: str, body: dict[str, Any]) -> str:
+    items = body.get("input") if path == "/v1/responses" else body.get("messages")
+    if isinstance(items, str):
+        return items
+    for item in items or []:
+        if item.get("role") == "user":
+            content = item.get("content")
+            return content if isinstance(content, str) else " ".join(
+                block.get("text", "") for block in content if isinstance(block, dict))
+    return ""
+
+
+def _last_result_id(path: str, body: dict[str, Any]) -> str | None:
+    """The call id the latest item answers, None when the latest item is not a tool result."""
     items = body.get("input") if path == "/v1/responses" else body.get("messages")
     if isinstance(items, str) or not items:
-        return bool(_tool_names(body))
+        return None
     last = items[-1]
     if path == "/v1/chat/completions":
-        return last.get("role") == "user" and bool(_tool_names(body))
+        return last.get("tool_call_id") if last.get("role") == "tool" else None
     if path == "/v1/responses":
-        return last.get("type") != "function_call_output" and bool(_tool_names(body))
+        return last.get("call_id") if last.get("type") == "function_call_output" else None
     content = last.get("content")
-    results = isinstance(content, list) and any(block.get("type") == "tool_result" for block in content)
-    return last.get("role") == "user" and not results and bool(_tool_names(body))
+    if last.get("role") == "user" and isinstance(content, list):
+        results = [block for block in content if block.get("type") == "tool_result"]
+        return results[-1].get("tool_use_id") if results else None
+    return None
 
 
-def chat(body: dict[str, Any], tool: str | None) -> dict[str, Any]:
+def _next_call(path: str, body: dict[str, Any]) -> tuple[str, str, dict[str, Any]] | None:
+    """(call id, tool, arguments) of the call the model makes, None for a text answer."""
+    sent = _tool_names(body)
+    if not sent:
+        return None
+    named = next((name for name in sent if name in _user_text(path, body)), None)
+    answered = _last_result_id(path, body)
+    if answered is None:
+        if named:
+            return "call_1", named, {"path": "README.md"}
+        if SEARCH in sent:
+            return "call_search", SEARCH, {"query": _user_text(path, body)}
+        return "call_1", sent[0], {"path": "README.md"}
+    if answered.endswith("search") and named:
+        return "call_1", named, {"path": "README.md"}
+    return None
+
+
+Next = tuple[str, str, dict[str, Any]] | None
+
+
+def chat(body: dict[str, Any], tool: Next) -> dict[str, Any]:
     message: dict[str, Any] = {"role": "assistant", "content": None if tool else "Done: the file is read.",
                                "refusal": None}
     if tool:
-        message["tool_calls"] = [{"id": "call_1", "type": "function",
-                                  "function": {"name": tool, "arguments": json.dumps({"path": "README.md"})}}]
+        message["tool_calls"] = [{"id": tool[0], "type": "function",
+                                  "function": {"name": tool[1], "arguments": json.dumps(tool[2])}}]
     return {"id": "chatcmpl-1", "object": "chat.completion", "created": 1764000000, "model": body["model"],
             "choices": [{"index": 0, "message": message, "logprobs": None,
                          "finish_reason": "tool_calls" if tool else "stop"}],
@@ -80,13 +121,14 @@ def chat(body: dict[str, Any], tool: str | None) -> dict[str, Any]:
                       "prompt_tokens_details": {"cached_tokens": USAGE["cached"]}}}
 
 
-def chat_events(body: dict[str, Any], tool: str | None) -> list[dict[str, Any]]:
+def chat_events(body: dict[str, Any], tool: Next) -> list[dict[str, Any]]:
     base = {"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1764000000, "model": body["model"]}
     events = [{**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]}]
     if tool:
         events.append({**base, "choices": [{"index": 0, "finish_reason": None, "delta": {"tool_calls": [
-            {"index": 0, "id": "call_1", "type": "function", "function": {"name": tool, "arguments": ""}}]}}]})
-        for part in ('{"path": ', '"README.md"}'):
+            {"index": 0, "id": tool[0], "type": "function", "function": {"name": tool[1], "arguments": ""}}]}}]})
+        arguments = json.dumps(tool[2])
+        for part in (arguments[:len(arguments) // 2], arguments[len(arguments) // 2:]):
             events.append({**base, "choices": [{"index": 0, "finish_reason": None, "delta": {"tool_calls": [
                 {"index": 0, "function": {"arguments": part}}]}}]})
     else:
@@ -98,10 +140,10 @@ def chat_events(body: dict[str, Any], tool: str | None) -> list[dict[str, Any]]:
     return events
 
 
-def responses(body: dict[str, Any], tool: str | None) -> dict[str, Any]:
+def responses(body: dict[str, Any], tool: Next) -> dict[str, Any]:
     if tool:
-        output = [{"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": tool,
-                   "arguments": json.dumps({"path": "README.md"}), "status": "completed"}]
+        output = [{"type": "function_call", "id": f"fc_{tool[0]}", "call_id": tool[0], "name": tool[1],
+                   "arguments": json.dumps(tool[2]), "status": "completed"}]
     else:
         output = [{"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
                    "content": [{"type": "output_text", "text": "Done: the file is read.", "annotations": []}]}]
@@ -115,7 +157,7 @@ def responses(body: dict[str, Any], tool: str | None) -> dict[str, Any]:
                       "output_tokens_details": {"reasoning_tokens": 0}}}
 
 
-def responses_events(body: dict[str, Any], tool: str | None) -> list[dict[str, Any]]:
+def responses_events(body: dict[str, Any], tool: Next) -> list[dict[str, Any]]:
     done = responses(body, tool)
     started = {**done, "status": "in_progress", "output": [], "usage": None}
     return [{"type": "response.created", "sequence_number": 0, "response": started},
@@ -123,23 +165,24 @@ def responses_events(body: dict[str, Any], tool: str | None) -> list[dict[str, A
             {"type": "response.completed", "sequence_number": 2, "response": done}]
 
 
-def messages(body: dict[str, Any], tool: str | None) -> dict[str, Any]:
-    content = ([{"type": "tool_use", "id": "toolu_1", "name": tool, "input": {"path": "README.md"}}] if tool
-               else [{"type": "text", "text": "Done: the file is read."}])
+def messages(body: dict[str, Any], tool: Next) -> dict[str, Any]:
+    content = ([{"type": "tool_use", "id": tool[0].replace("call", "toolu"), "name": tool[1], "input": tool[2]}]
+               if tool else [{"type": "text", "text": "Done: the file is read."}])
     return {"id": "msg_1", "type": "message", "role": "assistant", "model": body["model"], "content": content,
             "stop_reason": "tool_use" if tool else "end_turn", "stop_sequence": None,
             "usage": {"input_tokens": USAGE["input"] - USAGE["cached"], "output_tokens": USAGE["output"],
                       "cache_read_input_tokens": USAGE["cached"], "cache_creation_input_tokens": 0}}
 
 
-def messages_events(body: dict[str, Any], tool: str | None) -> list[dict[str, Any]]:
+def messages_events(body: dict[str, Any], tool: Next) -> list[dict[str, Any]]:
     done = messages(body, tool)
     start = {**done, "content": [], "stop_reason": None, "usage": {**done["usage"], "output_tokens": 1}}
     events: list[dict[str, Any]] = [{"type": "message_start", "message": start}]
     if tool:
-        events.append({"type": "content_block_start", "index": 0,
-                       "content_block": {"type": "tool_use", "id": "toolu_1", "name": tool, "input": {}}})
-        for part in ('{"path": ', '"README.md"}'):
+        events.append({"type": "content_block_start", "index": 0, "content_block": {
+            "type": "tool_use", "id": tool[0].replace("call", "toolu"), "name": tool[1], "input": {}}})
+        arguments = json.dumps(tool[2])
+        for part in (arguments[:len(arguments) // 2], arguments[len(arguments) // 2:]):
             events.append({"type": "content_block_delta", "index": 0,
                            "delta": {"type": "input_json_delta", "partial_json": part}})
     else:
@@ -165,7 +208,7 @@ def app(provider: Provider) -> Starlette:
             return JSONResponse({"error": {"type": "rate_limit_error", "message": "Slow down."}}, status_code=429,
                                 headers=RATE_LIMIT_HEADERS)
         whole, streamed = ANSWERS[request.url.path]
-        tool = _tool_names(body)[0] if _wants_tool(request.url.path, body) else None
+        tool = _next_call(request.url.path, body)
         if not body.get("stream"):
             return JSONResponse(whole(body, tool), headers={"x-request-id": "req_fake_1"})
 

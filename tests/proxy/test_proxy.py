@@ -256,3 +256,53 @@ def test_a_conversation_is_recorded_as_turns_and_tool_calls_with_the_providers_u
     assert call["tool_name"] == "read_file" and call["turn_index"] == 0 and call["status"] == "ok"
     assert call["output"].startswith("# The parser") and call["arguments"] == {"path": "README.md"}
     assert first["latency_ms"] > 0
+
+
+def search_policy() -> dict[str, Any]:
+    document = copy.deepcopy(DEFAULT_POLICY)
+    document["selection"].update({"mode": "tool_search", "always_on": ["read_file"]})
+    document["selection"]["tool_search"]["top_k"] = 1  # a search loads the one tool it finds
+    return document
+
+
+@pytest.mark.parametrize("path", list(PROTOCOLS))
+def test_the_proxy_answers_the_policys_tool_search_and_asks_again_with_what_it_found(provider, proxied, path):
+    """tool_search mode: the model gets read_file and tool_search; it searches, the proxy answers
+    from the request's own tools, asks the model again with git_commit loaded, and the client
+    gets the git_commit call, never the search."""
+    base, recorder = proxied("enforce", search_policy())
+    task = "Save my work with git_commit"
+    oa = openai.OpenAI(base_url=f"{base}/v1", api_key=KEY)
+    an = anthropic.Anthropic(base_url=base, api_key=KEY)
+    if path == "/v1/chat/completions":
+        answer = oa.chat.completions.create(model="gpt-4.1", tools=openai_tools(),
+                                            messages=[{"role": "user", "content": task}])
+        called = [call.function.name for call in answer.choices[0].message.tool_calls]
+    elif path == "/v1/responses":
+        answer = oa.responses.create(model="gpt-4.1", tools=responses_tools(), input=task)
+        called = [item.name for item in answer.output if item.type == "function_call"]
+    else:
+        answer = an.messages.create(model="claude-sonnet-4-5", max_tokens=200, tools=anthropic_tools(),
+                                    messages=[{"role": "user", "content": task}])
+        called = [block.name for block in answer.content if block.type == "tool_use"]
+    assert called == ["git_commit"]
+    assert [sent_tools_of(received) for received in provider.received] == [
+        ["read_file", "tool_search"], ["git_commit", "read_file", "tool_search"]]
+    # The second request carries the search and its answer, as the client would have sent them.
+    assert "git_commit" in json.dumps(provider.received[1].body.get("messages") or provider.received[1].body["input"])
+    kinds = [(event["type"], event.get("tool_name")) for event in recorder.events]
+    assert kinds == [("session", None), ("turn", None), ("tool_call", "tool_search"), ("turn", None)]
+    assert recorder.events[2]["arguments"] == {"query": task} and "git_commit" in recorder.events[2]["output"]
+
+
+def test_a_stream_never_carries_the_search_tool_the_proxy_cannot_answer_mid_stream(provider, proxied):
+    base, _ = proxied("enforce", search_policy())
+    oa = openai.OpenAI(base_url=f"{base}/v1", api_key=KEY)
+    list(oa.chat.completions.create(model="gpt-4.1", tools=openai_tools(), stream=True,
+                                    messages=[{"role": "user", "content": "Save my work"}]))
+    assert sent_tools(provider) == ["read_file"]
+
+
+def sent_tools_of(received) -> list[str]:
+    return sorted(tool["function"]["name"] if "function" in tool else tool["name"]
+                  for tool in received.body.get("tools", []))

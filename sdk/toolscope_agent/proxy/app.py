@@ -16,10 +16,11 @@ Telemetry (recorder.py): each request a turn (tools sent, usage with cache reads
 latency, system prompt, task, new messages), each tool call with its result from the next request,
 through the SDK's client and its disk spool: nothing is lost while toolscope is away.
 
-Not yet: toolscope's own search and menu tools (answered by the client in the SDK) are not
-answered by the proxy, so in `enforce` mode they are left out of what is sent; a policy using the
-provider's own deferred loading (`tool_search.provider_search`) is sent as rendered. Compaction
-and duplicate placeholders are not applied to the tool results forwarded.
+toolscope's `tool_search` is answered by the proxy itself for whole answers (`_searching`): the
+extra round trips are the proxy's, recorded as turns. In a stream it is left out, as are the
+progressive menu and `retrieve_tool_output` always; a policy using the provider's own deferred
+loading (`tool_search.provider_search`) is sent as rendered. Compaction and duplicate
+placeholders are not applied to the tool results forwarded.
 """
 
 from __future__ import annotations
@@ -56,6 +57,8 @@ HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy
 # The client-side tools of toolscope's engine: the proxy does not answer them yet.
 ENGINE_TOOLS = frozenset({SEARCH_TOOL_NAME, RETRIEVE_TOOL_NAME})
 METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
+# Searches the proxy answers for one client request before it hands the model's answer back.
+MAX_SEARCH_ROUNDS = 3
 
 
 class Proxy:
@@ -99,8 +102,13 @@ class Proxy:
         self.recorder.results(conversation, protocol, body)
         tools = protocol.tools(body)
         selector = self._selector(key, tools) if self.config.mode == "enforce" and tools else None
+        # A whole answer can be held back while the proxy answers the model's tool_search itself;
+        # a stream is passed on as it comes, so it never carries the search tool.
+        answers_search = selector is not None and not body.get("stream")
         if selector is not None:
-            sent = self._enforced(selector, protocol, body)
+            sent = self._enforced(selector, protocol, body, search=answers_search)
+            if answers_search and SEARCH_TOOL_NAME in names(sent):
+                return await self._searching(request, protocol, body, selector, conversation, sent)
             body = protocol.with_tools(body, sent)
             raw = json.dumps(body, ensure_ascii=False).encode()
         else:
@@ -128,14 +136,66 @@ class Proxy:
         self._states.move_to_end(key)
         return ToolSelector(tools, policy, state=state)
 
-    def _enforced(self, selector: ToolSelector, protocol: Protocol, body: Mapping[str, Any]) -> list[dict[str, Any]]:
+    def _enforced(self, selector: ToolSelector, protocol: Protocol, body: Mapping[str, Any], *,
+                  search: bool = False) -> list[dict[str, Any]]:
+        """The tools to send: the policy's, less toolscope's own tools the proxy cannot answer
+        here (`tool_search` is answered for a whole answer, `search`; never in a stream)."""
         rendered = selector.tools(protocol.task(body), format=protocol.format)
-        kept = [tool for tool in rendered if names([tool])[0] not in ENGINE_TOOLS]
+        answered = {SEARCH_TOOL_NAME} if search else set()
+        kept = [tool for tool in rendered if names([tool])[0] not in ENGINE_TOOLS - answered]
         if len(kept) < len(rendered) and not self._warned_engine_tools:
             self._warned_engine_tools = True
-            logger.warning("toolscope-proxy: the policy adds toolscope's own search/menu tools, which the proxy "
-                           "does not answer yet; they are left out of what is sent")
+            logger.warning("toolscope-proxy: toolscope's own tools (%s) are left out of this request: the proxy "
+                           "answers tool_search for whole answers only, and retrieve_tool_output not yet",
+                           ", ".join(sorted(set(names(rendered)) - set(names(kept)))))
         return kept
+
+    async def _searching(self, request: Request, protocol: Protocol, body: dict[str, Any], selector: ToolSelector,
+                         conversation: Any, sent: list[dict[str, Any]]) -> Response:
+        """The request with the policy's `tool_search` among its tools, the search answered here:
+        while the model's answer calls tool_search only, the proxy runs the search, adds the call
+        and its answer to the conversation, and asks again with the tools it found. Each round
+        trip is a recorded turn, each search a recorded call; the client gets the last answer."""
+        client_items = len(protocol.conversation(body))
+        headers = _upstream_headers(request)
+        url = self._url(protocol.provider, request)
+        if url is None:
+            return _error(502, f"no upstream configured for {protocol.provider} (--{protocol.provider}-base-url)")
+        for _round in range(MAX_SEARCH_ROUNDS + 1):
+            current = protocol.with_tools(body, sent)
+            started = time.perf_counter()
+            try:
+                upstream = await self.http.post(url, headers=headers,
+                                                content=json.dumps(current, ensure_ascii=False).encode())
+            except httpx.HTTPError as exc:
+                logger.warning("toolscope-proxy: POST %s failed: %s", url, type(exc).__name__)
+                return _error(502, f"the upstream {protocol.provider} API could not be reached ({type(exc).__name__})")
+            try:
+                answer = upstream.json() if upstream.is_success else None
+            except ValueError:
+                answer = None
+            answer = answer if isinstance(answer, dict) else None
+            latency = (time.perf_counter() - started) * 1000
+            _safely(lambda response, c=current, t=sent, ms=latency: self.recorder.turn(
+                conversation, protocol, c, tools=t, response=response, latency_ms=ms), answer)
+            calls = protocol.calls(answer or {})
+            searches = [call for call in calls if call.name == SEARCH_TOOL_NAME]
+            if answer is None or not searches or len(searches) < len(calls) or _round == MAX_SEARCH_ROUNDS:
+                if conversation is not None:
+                    conversation.seen = client_items
+                if answer is not None:
+                    selector.observe(protocol.output_text(answer), [
+                        {"name": call.name, "arguments": call.arguments} for call in calls])
+                return _passed_back(upstream)
+            results = [(call, selector.search_answer(str((call.arguments or {}).get("query", "")),
+                                                     format=protocol.format, call_id=call.call_id))
+                       for call in searches]
+            selector.observe(protocol.output_text(answer), [
+                {"name": call.name, "arguments": call.arguments} for call in calls])
+            body = protocol.continued(body, answer, results)
+            self.recorder.results(conversation, protocol, body)
+            sent = self._enforced(selector, protocol, body, search=True)
+        raise AssertionError("unreachable")  # the loop returns by its last round
 
     # -- forwarding ------------------------------------------------------------------------------
 
@@ -146,22 +206,17 @@ class Proxy:
 
     async def _forward(self, request: Request, content: bytes, provider: str, *, protocol: Protocol | None = None,
                        on_done: Any = None) -> Response:
-        base = self.config.upstreams.get(provider)
-        if not base:
+        url = self._url(provider, request)
+        if url is None:
             return _error(502, f"no upstream configured for {provider} (--{provider}-base-url)")
-        url = base.rstrip("/") + request.url.path + (f"?{request.url.query}" if request.url.query else "")
-        headers = [(name, value) for name, value in request.headers.items()
-                   if name.lower() not in HOP_BY_HOP and name.lower() not in ("accept-encoding", SESSION_HEADER)]
-        # Read by the proxy on the way through: asked for uncompressed, passed on uncompressed.
-        headers.append(("accept-encoding", "identity"))
+        headers = _upstream_headers(request)
         upstream_request = self.http.build_request(request.method, url, headers=headers, content=content)
         try:
             upstream = await self.http.send(upstream_request, stream=True)
         except httpx.HTTPError as exc:
             logger.warning("toolscope-proxy: %s %s failed: %s", request.method, url, type(exc).__name__)
             return _error(502, f"the upstream {provider} API could not be reached ({type(exc).__name__})")
-        back = [(name, value) for name, value in upstream.headers.items()
-                if name.lower() not in HOP_BY_HOP and name.lower() != "content-encoding"]
+        back = _headers_back(upstream)
         streamed = upstream.headers.get("content-type", "").startswith("text/event-stream")
         if streamed:
             reader = StreamReader(protocol) if protocol is not None and upstream.is_success else None
@@ -188,10 +243,35 @@ class Proxy:
             except ValueError:
                 parsed = None
             _safely(on_done, parsed if isinstance(parsed, dict) else None)
-        response = Response(data, status_code=upstream.status_code)
-        response.raw_headers = [(n.encode("latin-1"), v.encode("latin-1")) for n, v in back]
-        response.raw_headers.append((b"content-length", str(len(data)).encode()))
-        return response
+        return _passed_back(upstream)
+
+    def _url(self, provider: str, request: Request) -> str | None:
+        base = self.config.upstreams.get(provider)
+        if not base:
+            return None
+        return base.rstrip("/") + request.url.path + (f"?{request.url.query}" if request.url.query else "")
+
+
+def _upstream_headers(request: Request) -> list[tuple[str, str]]:
+    """The client's headers for the provider (its key among them), less hop-by-hop ones and the
+    proxy's own; asked uncompressed, as the proxy reads the answer on its way back."""
+    headers = [(name, value) for name, value in request.headers.items()
+               if name.lower() not in HOP_BY_HOP and name.lower() not in ("accept-encoding", SESSION_HEADER)]
+    headers.append(("accept-encoding", "identity"))
+    return headers
+
+
+def _headers_back(upstream: httpx.Response) -> list[tuple[str, str]]:
+    return [(name, value) for name, value in upstream.headers.items()
+            if name.lower() not in HOP_BY_HOP and name.lower() != "content-encoding"]
+
+
+def _passed_back(upstream: httpx.Response) -> Response:
+    """A whole upstream answer as the client gets it: status, headers and body unchanged."""
+    response = Response(upstream.content, status_code=upstream.status_code)
+    response.raw_headers = [(n.encode("latin-1"), v.encode("latin-1")) for n, v in _headers_back(upstream)]
+    response.raw_headers.append((b"content-length", str(len(upstream.content)).encode()))
+    return response
 
 
 def _safely(callback: Any, argument: Any) -> None:

@@ -100,6 +100,31 @@ class Protocol:
             out.pop("tool_choice", None)
         return out
 
+    def continued(self, body: Mapping[str, Any], response: Mapping[str, Any],
+                  answers: list[tuple[Call, Any]]) -> dict[str, Any]:
+        """The body asked again with the model's answer and the results of its calls appended, as
+        the client itself would append them (the proxy answering toolscope's own tools)."""
+        out = dict(body)
+        if self.name == "openai_chat":
+            message = dict(((response.get("choices") or [{}])[0] or {}).get("message") or {})
+            out["messages"] = [*self.conversation(body), {key: value for key, value in message.items()
+                                                         if value is not None},
+                               *({"role": "tool", "tool_call_id": call.call_id, "content": _text(result)}
+                                 for call, result in answers)]
+        elif self.name == "openai_responses":
+            results = [result if isinstance(result, dict) else
+                       {"type": "function_call_output", "call_id": call.call_id, "output": _text(result)}
+                       for call, result in answers]
+            out["input"] = [*self.conversation(body), *(response.get("output") or []), *results]
+        else:
+            assistant = {"role": "assistant", "content": response.get("content") or []}
+            out["messages"] = [*self.conversation(body), assistant,
+                               {"role": "user", "content": [
+                                   {"type": "tool_result", "tool_use_id": call.call_id,
+                                    "content": result if isinstance(result, list) else _text(result)}
+                                   for call, result in answers]}]
+        return out
+
     # -- responses ---------------------------------------------------------------------------------
 
     def calls(self, response: Mapping[str, Any]) -> list[Call]:

@@ -306,3 +306,21 @@ def test_a_stream_never_carries_the_search_tool_the_proxy_cannot_answer_mid_stre
 def sent_tools_of(received) -> list[str]:
     return sorted(tool["function"]["name"] if "function" in tool else tool["name"]
                   for tool in received.body.get("tools", []))
+
+
+def test_a_policy_with_the_providers_deferred_loading_is_sent_as_the_provider_takes_it(provider, proxied):
+    """provider_search: Anthropic's own search tool first, the always-on set in full, every other
+    tool with defer_loading (one order, so the prompt cache keeps its prefix)."""
+    document = search_policy()
+    document["selection"]["tool_search"]["provider_search"] = True
+    base, recorder = proxied("enforce", document)
+    an = anthropic.Anthropic(base_url=base, api_key=KEY)
+    an.messages.create(model="claude-sonnet-4-5", max_tokens=200, tools=anthropic_tools(),
+                       messages=[{"role": "user", "content": "Read the README"}])
+    sent = provider.received[-1].body["tools"]
+    assert sent[0]["name"].startswith("tool_search_tool_") and sent[0]["type"].startswith("tool_search_tool_")
+    assert [(tool["name"], tool.get("defer_loading", False)) for tool in sent[1:]] == [
+        ("read_file", False), ("run_tests", True), ("git_commit", True), ("web_search", True)]
+    (turn,) = [event for event in recorder.events if event["type"] == "turn"]
+    # Recorded: what the prompt holds, not the deferred definitions nor the provider's own tool.
+    assert [tool["name"] for tool in turn["tools"]] == ["read_file"]

@@ -300,5 +300,13 @@ class StreamReader:
                 self._body["usage"] = {**(self._body.get("usage") or {}), **event["usage"]}
 
 
+def prompted(tools: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The tools whose definitions the request puts in the prompt: not the ones a provider's
+    deferred loading holds back (`defer_loading`), nor the provider's own server tools (a `type`
+    other than a client function's), whose definitions are the provider's."""
+    return [dict(tool) for tool in tools if not tool.get("defer_loading")
+            and tool.get("type") in (None, "custom", "function")]
+
+
 def names(tools: Iterable[Mapping[str, Any]]) -> list[str]:
     return [_tool_name(tool) for tool in tools]

@@ -17,7 +17,7 @@ from typing import Any
 
 from toolscope_agent import _shapes
 from toolscope_agent.client import Client
-from toolscope_agent.proxy.protocols import Call, Protocol
+from toolscope_agent.proxy.protocols import Call, Protocol, prompted
 from toolscope_agent.session import Session
 
 SESSION_HEADER = "x-toolscope-session-id"
@@ -81,8 +81,9 @@ class Recorder:
 
     def turn(self, conversation: _Conversation | None, protocol: Protocol, body: Mapping[str, Any], *,
              tools: list[dict[str, Any]], response: Mapping[str, Any] | None, latency_ms: float) -> None:
-        """One model request: the tools it sent, its new messages, the task, the provider's usage,
-        and the calls the model made (recorded when their results come back)."""
+        """One model request: the tools it sent in the prompt (not those a provider's deferred
+        loading holds back), its new messages, the task, the provider's usage, and the calls the
+        model made (recorded when their results come back)."""
         if conversation is None:
             return
         items = protocol.conversation(body)
@@ -90,7 +91,7 @@ class Recorder:
         conversation.seen = len(items)
         model = (response or {}).get("model") or body.get("model")
         index = conversation.session.turn(
-            model=model if isinstance(model, str) else None, tools=tools,
+            model=model if isinstance(model, str) else None, tools=prompted(tools),
             usage=protocol.usage(response) if response else None, latency_ms=latency_ms,
             system_prompt=protocol.system(body), task_message=protocol.task(body) or None,
             messages=[item for item in new if isinstance(item, dict) and item.get("role") in ("user", "assistant")])

@@ -4,7 +4,8 @@ Responses and Anthropic Messages, streamed and not, answering as the real APIs d
 
 The model's behaviour is fixed. When the latest message is the user's, it calls the tool the user
 names if it was sent, else `tool_search` (query: the user's text) if that was sent, else the first
-tool sent (arguments {"path": "README.md"}). After a `tool_search` result it calls the named tool
+tool sent (arguments {"path": "README.md"}). After a result that names a compacted output's id it
+calls `retrieve_tool_output` for it, if sent; after a `tool_search` result it calls the named tool
 if it is sent now; after any other result it answers in text. The model name "rate-limited" gets
 a 429 with the providers' rate-limit headers.
 """
@@ -55,6 +56,7 @@ def _tool_names(body: dict[str, Any]) -> list[str]:
 
 
 SEARCH = "tool_search"
+RETRIEVE = "retrieve_tool_output"
 
 
 def _user_text(path: str, body: dict[str, Any]) -> str:
@@ -69,20 +71,20 @@ def _user_text(path: str, body: dict[str, Any]) -> str:
     return ""
 
 
-def _last_result_id(path: str, body: dict[str, Any]) -> str | None:
-    """The call id the latest item answers, None when the latest item is not a tool result."""
+def _last_result(path: str, body: dict[str, Any]) -> tuple[str, str] | None:
+    """(call id, text) of the result the latest item holds, None when it is not a tool result."""
     items = body.get("input") if path == "/v1/responses" else body.get("messages")
     if isinstance(items, str) or not items:
         return None
     last = items[-1]
     if path == "/v1/chat/completions":
-        return last.get("tool_call_id") if last.get("role") == "tool" else None
+        return (last["tool_call_id"], str(last.get("content"))) if last.get("role") == "tool" else None
     if path == "/v1/responses":
-        return last.get("call_id") if last.get("type") == "function_call_output" else None
+        return (last["call_id"], str(last.get("output"))) if last.get("type") == "function_call_output" else None
     content = last.get("content")
     if last.get("role") == "user" and isinstance(content, list):
         results = [block for block in content if block.get("type") == "tool_result"]
-        return results[-1].get("tool_use_id") if results else None
+        return (results[-1]["tool_use_id"], str(results[-1].get("content"))) if results else None
     return None
 
 
@@ -92,7 +94,10 @@ def _next_call(path: str, body: dict[str, Any]) -> tuple[str, str, dict[str, Any
     if not sent:
         return None
     named = next((name for name in sent if name in _user_text(path, body)), None)
-    answered = _last_result_id(path, body)
+    result = _last_result(path, body)
+    answered = result[0] if result else None
+    if result and RETRIEVE in sent and 'retrieve_tool_output(id="' in result[1]:
+        return "call_retrieve", RETRIEVE, {"id": result[1].split('retrieve_tool_output(id="')[1].split('"')[0]}
     if answered is None:
         if named:
             return "call_1", named, {"path": "README.md"}

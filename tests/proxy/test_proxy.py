@@ -324,3 +324,44 @@ def test_a_policy_with_the_providers_deferred_loading_is_sent_as_the_provider_ta
     (turn,) = [event for event in recorder.events if event["type"] == "turn"]
     # Recorded: what the prompt holds, not the deferred definitions nor the provider's own tool.
     assert [tool["name"] for tool in turn["tools"]] == ["read_file"]
+
+
+LONG = "".join(f"line {n}: the README says something about the parser\n" for n in range(300))
+
+
+def outputs_policy() -> dict[str, Any]:
+    document = copy.deepcopy(DEFAULT_POLICY)
+    document["outputs"] = {"duplicates": {"suppress": True},
+                           "compaction": [{"tools": "read_file", "max_tokens": 60, "strategy": "head_tail"}]}
+    return document
+
+
+def test_tool_results_are_compacted_and_repeats_placeheld_and_the_original_is_retrieved(provider, proxied):
+    base, recorder = proxied("enforce", outputs_policy())
+    oa = openai.OpenAI(base_url=f"{base}/v1", api_key=KEY)
+    history: list[Any] = [{"role": "user", "content": "Read the README"}]
+    first = oa.chat.completions.create(model="gpt-4.1", tools=openai_tools(), messages=history)
+    history += [first.choices[0].message.model_dump(exclude_none=True),
+                {"role": "tool", "tool_call_id": "call_1", "content": LONG}]
+    final = oa.chat.completions.create(model="gpt-4.1", tools=openai_tools(), messages=history)
+    assert final.choices[0].message.content == "Done: the file is read."
+    compacted_request, retrieved_request = provider.received[1], provider.received[2]
+    shown = compacted_request.body["messages"][-1]["content"]
+    assert len(shown) < len(LONG) / 5 and 'retrieve_tool_output(id="' in shown
+    assert "retrieve_tool_output" in [tool["function"]["name"] for tool in compacted_request.body["tools"]]
+    # The model asked for the original: the proxy answered it and asked again, unseen by the client.
+    assert retrieved_request.body["messages"][-1]["content"] == LONG
+    assert retrieved_request.body["messages"][-3]["content"] == shown  # the history as first given
+    calls = [(event["tool_name"], event["output"]) for event in recorder.events if event["type"] == "tool_call"]
+    assert calls == [("read_file", LONG), ("retrieve_tool_output", LONG)]  # originals recorded
+
+    # Later: the same output again. The first result keeps its text (the prompt cache's prefix),
+    # the repeat becomes a placeholder naming it.
+    again = {"role": "assistant", "content": None, "tool_calls": [{"id": "call_2", "type": "function", "function": {
+        "name": "read_file", "arguments": json.dumps({"path": "README.md"})}}]}
+    history += [final.choices[0].message.model_dump(exclude_none=True), {"role": "user", "content": "Again"},
+                again, {"role": "tool", "tool_call_id": "call_2", "content": LONG}]
+    oa.chat.completions.create(model="gpt-4.1", tools=openai_tools(), messages=history)
+    forwarded = [m for m in provider.received[-1].body["messages"] if m.get("role") == "tool"]
+    assert forwarded[0]["content"] == shown
+    assert forwarded[1]["content"].startswith("[same output as") and "call_1" in forwarded[1]["content"]

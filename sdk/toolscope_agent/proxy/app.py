@@ -16,11 +16,11 @@ Telemetry (recorder.py): each request a turn (tools sent, usage with cache reads
 latency, system prompt, task, new messages), each tool call with its result from the next request,
 through the SDK's client and its disk spool: nothing is lost while toolscope is away.
 
-toolscope's `tool_search` is answered by the proxy itself for whole answers (`_searching`): the
-extra round trips are the proxy's, recorded as turns. In a stream it is left out, as are the
-progressive menu and `retrieve_tool_output` always; a policy using the provider's own deferred
-loading (`tool_search.provider_search`) is sent as rendered. Compaction and duplicate
-placeholders are not applied to the tool results forwarded.
+toolscope's `tool_search` and `retrieve_tool_output` are answered by the proxy itself for whole
+answers (`_answering`): the extra round trips are the proxy's, recorded as turns. In a stream
+they are left out, as is the progressive menu always; a policy using the provider's own deferred
+loading (`tool_search.provider_search`) is sent as rendered. Tool results are given to the model
+as the policy says (duplicate placeholders, compaction: `_outputs`), the same text every request.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ import logging
 import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
@@ -40,12 +41,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from toolscope_agent.client import Client
 from toolscope_agent.engine.compaction import RETRIEVE_TOOL_NAME
 from toolscope_agent.engine.render import SEARCH_TOOL_NAME
-from toolscope_agent.engine.selection import SessionState
 from toolscope_agent.policy import PolicyCache
 from toolscope_agent.proxy.config import ProxyConfig
-from toolscope_agent.proxy.protocols import PROTOCOLS, Protocol, StreamReader, names
+from toolscope_agent.proxy.protocols import PROTOCOLS, Call, Protocol, StreamReader, names
 from toolscope_agent.proxy.recorder import SESSION_HEADER, Recorder
 from toolscope_agent.selector import ToolSelector
 
@@ -54,7 +55,7 @@ logger = logging.getLogger("toolscope_agent.proxy")
 # Never forwarded either way (RFC 9110 §7.6.1), and what the proxy sets itself.
 HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer",
                         "trailers", "transfer-encoding", "upgrade", "host", "content-length"})
-# The client-side tools of toolscope's engine: the proxy does not answer them yet.
+# The client-side tools of toolscope's engine the proxy answers itself (for whole answers).
 ENGINE_TOOLS = frozenset({SEARCH_TOOL_NAME, RETRIEVE_TOOL_NAME})
 METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
 # Searches the proxy answers for one client request before it hands the model's answer back.
@@ -63,12 +64,15 @@ MAX_SEARCH_ROUNDS = 3
 
 class Proxy:
     def __init__(self, config: ProxyConfig, *, policy: PolicyCache | Mapping[str, Any] | None = None,
-                 recorder: Recorder | None = None, http: httpx.AsyncClient | None = None) -> None:
+                 recorder: Recorder | None = None, http: httpx.AsyncClient | None = None,
+                 client: Client | None = None) -> None:
+        """`client`: where `retrieve_tool_output` asks for an original this process does not hold."""
         self.config = config
         self.policy = policy
+        self.client = client
         self.recorder = recorder or Recorder(None, mode=config.mode)
         self.http = http or httpx.AsyncClient(timeout=httpx.Timeout(config.timeout, connect=10.0))
-        self._states: OrderedDict[str, SessionState] = OrderedDict()
+        self._engines: OrderedDict[str, _Engine] = OrderedDict()
         self._warned_engine_tools = False
 
     def app(self, *, on_shutdown: Callable[[], None] | None = None) -> Starlette:
@@ -101,14 +105,16 @@ class Proxy:
         conversation = self.recorder.conversation(key, model=body.get("model"))
         self.recorder.results(conversation, protocol, body)
         tools = protocol.tools(body)
-        selector = self._selector(key, tools) if self.config.mode == "enforce" and tools else None
-        # A whole answer can be held back while the proxy answers the model's tool_search itself;
-        # a stream is passed on as it comes, so it never carries the search tool.
-        answers_search = selector is not None and not body.get("stream")
-        if selector is not None:
-            sent = self._enforced(selector, protocol, body, search=answers_search)
-            if answers_search and SEARCH_TOOL_NAME in names(sent):
-                return await self._searching(request, protocol, body, selector, conversation, sent)
+        engine = self._engine(key, tools) if self.config.mode == "enforce" and tools else None
+        selector = engine.selector if engine is not None else None
+        # A whole answer can be held back while the proxy answers the model's tool_search and
+        # retrieve_tool_output itself; a stream is passed on as it comes, so it never carries them.
+        answers = engine is not None and not body.get("stream")
+        if engine is not None and selector is not None:
+            body = self._outputs(engine, protocol, body)
+            sent = self._enforced(selector, protocol, body, answered=answers)
+            if answers and ENGINE_TOOLS & set(names(sent)):
+                return await self._answering(request, protocol, body, selector, conversation, sent)
             body = protocol.with_tools(body, sent)
             raw = json.dumps(body, ensure_ascii=False).encode()
         else:
@@ -124,38 +130,63 @@ class Proxy:
 
         return await self._forward(request, raw, protocol.provider, protocol=protocol, on_done=record)
 
-    def _selector(self, key: str, tools: list[dict[str, Any]]) -> ToolSelector | None:
-        policy = self.policy
-        if policy is None:
+    def _engine(self, key: str, tools: list[dict[str, Any]]) -> _Engine | None:
+        """The conversation's selector (its session state, duplicates seen, originals kept) with
+        this request's tools as its catalog."""
+        if self.policy is None:
             return None
-        state = self._states.get(key)
-        if state is None:
-            state = self._states[key] = SessionState()
-            while len(self._states) > self.recorder.max_sessions:
-                self._states.popitem(last=False)
-        self._states.move_to_end(key)
-        return ToolSelector(tools, policy, state=state)
+        engine = self._engines.get(key)
+        if engine is None:
+            engine = self._engines[key] = _Engine(ToolSelector(tools, self.policy, client=self.client))
+            while len(self._engines) > self.recorder.max_sessions:
+                self._engines.popitem(last=False)
+        else:
+            engine.selector.replace_tools(tools)
+        self._engines.move_to_end(key)
+        return engine
+
+    def _outputs(self, engine: _Engine, protocol: Protocol, body: dict[str, Any]) -> dict[str, Any]:
+        """The request with its tool results as the policy gives them to the model: a repeated
+        output as a placeholder naming the first, a long one compacted to its rule (naming the
+        id `retrieve_tool_output` takes). Each result is decided once, the first time the proxy
+        sees it, and given the same text in every later request, so the prompt cache keeps the
+        conversation's prefix; the recorder keeps the originals."""
+        calls = protocol.history_calls(body)
+        for result in protocol.results(body):
+            if result.call_id in engine.texts:
+                continue
+            call = calls.get(result.call_id)
+            name = call.name if call is not None else ""
+            given = engine.selector.prepare_output(name, result.call_id, result.output) \
+                if name and not result.is_error else result.output
+            # None: passed on as the client sent it (an image block stays an image block).
+            engine.texts[result.call_id] = given if given != result.output else None
+        changed = {call_id: text for call_id, text in engine.texts.items() if text is not None}
+        return protocol.with_results(body, changed) if changed else body
 
     def _enforced(self, selector: ToolSelector, protocol: Protocol, body: Mapping[str, Any], *,
-                  search: bool = False) -> list[dict[str, Any]]:
-        """The tools to send: the policy's, less toolscope's own tools the proxy cannot answer
-        here (`tool_search` is answered for a whole answer, `search`; never in a stream)."""
+                  answered: bool = False) -> list[dict[str, Any]]:
+        """The tools to send: the policy's, with `retrieve_tool_output` where the policy compacts,
+        less toolscope's own tools the proxy cannot answer here (it answers them for a whole
+        answer, `answered`; never in a stream)."""
         rendered = selector.tools(protocol.task(body), format=protocol.format)
-        answered = {SEARCH_TOOL_NAME} if search else set()
-        kept = [tool for tool in rendered if names([tool])[0] not in ENGINE_TOOLS - answered]
+        if answered and _compacts(selector.policy) and RETRIEVE_TOOL_NAME not in names(rendered):
+            rendered = [*rendered, selector.retrieve_tool(protocol.format)]
+        kept = rendered if answered else [tool for tool in rendered if names([tool])[0] not in ENGINE_TOOLS]
         if len(kept) < len(rendered) and not self._warned_engine_tools:
             self._warned_engine_tools = True
-            logger.warning("toolscope-proxy: toolscope's own tools (%s) are left out of this request: the proxy "
-                           "answers tool_search for whole answers only, and retrieve_tool_output not yet",
+            logger.warning("toolscope-proxy: toolscope's own tools (%s) are left out of streamed requests: the "
+                           "proxy answers them for whole answers only",
                            ", ".join(sorted(set(names(rendered)) - set(names(kept)))))
         return kept
 
-    async def _searching(self, request: Request, protocol: Protocol, body: dict[str, Any], selector: ToolSelector,
+    async def _answering(self, request: Request, protocol: Protocol, body: dict[str, Any], selector: ToolSelector,
                          conversation: Any, sent: list[dict[str, Any]]) -> Response:
-        """The request with the policy's `tool_search` among its tools, the search answered here:
-        while the model's answer calls tool_search only, the proxy runs the search, adds the call
-        and its answer to the conversation, and asks again with the tools it found. Each round
-        trip is a recorded turn, each search a recorded call; the client gets the last answer."""
+        """The request with toolscope's own tools among its tools, answered here: while the
+        model's answer calls only those (`tool_search`, `retrieve_tool_output`), the proxy runs
+        them, adds the calls and their answers to the conversation, and asks again (with the tools
+        a search found). Each round trip is a recorded turn, each answer a recorded call; the
+        client gets the last answer."""
         client_items = len(protocol.conversation(body))
         headers = _upstream_headers(request)
         url = self._url(protocol.provider, request)
@@ -179,22 +210,20 @@ class Proxy:
             _safely(lambda response, c=current, t=sent, ms=latency: self.recorder.turn(
                 conversation, protocol, c, tools=t, response=response, latency_ms=ms), answer)
             calls = protocol.calls(answer or {})
-            searches = [call for call in calls if call.name == SEARCH_TOOL_NAME]
-            if answer is None or not searches or len(searches) < len(calls) or _round == MAX_SEARCH_ROUNDS:
+            ours = [call for call in calls if call.name in ENGINE_TOOLS]
+            if answer is None or not ours or len(ours) < len(calls) or _round == MAX_SEARCH_ROUNDS:
                 if conversation is not None:
                     conversation.seen = client_items
                 if answer is not None:
                     selector.observe(protocol.output_text(answer), [
                         {"name": call.name, "arguments": call.arguments} for call in calls])
                 return _passed_back(upstream)
-            results = [(call, selector.search_answer(str((call.arguments or {}).get("query", "")),
-                                                     format=protocol.format, call_id=call.call_id))
-                       for call in searches]
+            results = [(call, _engine_answer(selector, protocol, call)) for call in ours]
             selector.observe(protocol.output_text(answer), [
                 {"name": call.name, "arguments": call.arguments} for call in calls])
             body = protocol.continued(body, answer, results)
             self.recorder.results(conversation, protocol, body)
-            sent = self._enforced(selector, protocol, body, search=True)
+            sent = self._enforced(selector, protocol, body, answered=True)
         raise AssertionError("unreachable")  # the loop returns by its last round
 
     # -- forwarding ------------------------------------------------------------------------------
@@ -272,6 +301,32 @@ def _passed_back(upstream: httpx.Response) -> Response:
     response.raw_headers = [(n.encode("latin-1"), v.encode("latin-1")) for n, v in _headers_back(upstream)]
     response.raw_headers.append((b"content-length", str(len(upstream.content)).encode()))
     return response
+
+
+@dataclass
+class _Engine:
+    """A conversation's engine: its selector, and the text each tool result was given by call id
+    (None: as the client sent it)."""
+
+    selector: ToolSelector
+    texts: dict[str, str | None] = field(default_factory=dict)
+
+
+def _compacts(policy: Mapping[str, Any]) -> bool:
+    """Whether the policy may shorten an output (a compaction rule, a tool's max_result_tokens)."""
+    outputs = policy.get("outputs")
+    rules = outputs.get("compaction") if isinstance(outputs, Mapping) else None
+    tools = policy.get("tools")
+    limits = [settings.get("max_result_tokens") for settings in tools.values()
+              if isinstance(settings, Mapping)] if isinstance(tools, Mapping) else []
+    return bool(rules) or any(isinstance(limit, int) and limit > 0 for limit in limits)
+
+
+def _engine_answer(selector: ToolSelector, protocol: Protocol, call: Call) -> Any:
+    arguments = call.arguments if isinstance(call.arguments, Mapping) else {}
+    if call.name == RETRIEVE_TOOL_NAME:
+        return selector.retrieve_tool_output(str(arguments.get("id", "")))
+    return selector.search_answer(str(arguments.get("query", "")), format=protocol.format, call_id=call.call_id)
 
 
 def _safely(callback: Any, argument: Any) -> None:

@@ -81,6 +81,49 @@ class Protocol:
                                           is_error=bool(block.get("is_error"))))
         return found
 
+    def history_calls(self, body: Mapping[str, Any]) -> dict[str, Call]:
+        """The model's earlier calls the conversation holds, by call id: what each result answers."""
+        found: dict[str, Call] = {}
+        for item in self.conversation(body):
+            if not isinstance(item, dict):
+                continue
+            if self.name == "openai_chat" and item.get("role") == "assistant":
+                for call in item.get("tool_calls") or []:
+                    function = call.get("function") or {}
+                    found[str(call.get("id", ""))] = Call(str(call.get("id", "")), function.get("name", ""),
+                                                          _arguments(function.get("arguments")))
+            elif self.name == "openai_responses" and item.get("type") == "function_call":
+                found[str(item.get("call_id", ""))] = Call(str(item.get("call_id", "")), item.get("name", ""),
+                                                           _arguments(item.get("arguments")))
+            elif self.name == "anthropic" and item.get("role") == "assistant" and isinstance(item.get("content"), list):
+                for block in item["content"]:
+                    if isinstance(block, dict) and block.get("type") == "tool_use":
+                        found[str(block.get("id", ""))] = Call(str(block.get("id", "")), block.get("name", ""),
+                                                               block.get("input"))
+        return found
+
+    def with_results(self, body: Mapping[str, Any], texts: Mapping[str, str]) -> dict[str, Any]:
+        """The body with the results of the calls in `texts` (by call id) given those texts."""
+        def replaced(item: Any) -> Any:
+            if not isinstance(item, dict):
+                return item
+            if self.name == "openai_chat" and item.get("role") == "tool" and item.get("tool_call_id") in texts:
+                return {**item, "content": texts[item["tool_call_id"]]}
+            if self.name == "openai_responses" and item.get("type") == "function_call_output" \
+                    and item.get("call_id") in texts:
+                return {**item, "output": texts[item["call_id"]]}
+            if self.name == "anthropic" and item.get("role") == "user" and isinstance(item.get("content"), list):
+                return {**item, "content": [
+                    {**block, "content": texts[block["tool_use_id"]]}
+                    if isinstance(block, dict) and block.get("type") == "tool_result"
+                    and block.get("tool_use_id") in texts else block for block in item["content"]]}
+            return item
+
+        key = "input" if self.name == "openai_responses" else "messages"
+        if not isinstance(body.get(key), list):
+            return dict(body)
+        return {**body, key: [replaced(item) for item in body[key]]}
+
     def tools(self, body: Mapping[str, Any]) -> list[dict[str, Any]]:
         tools = body.get("tools")
         return [tool for tool in tools if isinstance(tool, dict)] if isinstance(tools, list) else []

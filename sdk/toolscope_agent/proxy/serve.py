@@ -20,7 +20,7 @@ def build(config: ProxyConfig) -> tuple[Proxy, Callable[[], None]]:
     client = Client(config.toolscope_url, config.toolscope_key, spool_dir=config.spool_dir)
     policy = PolicyCache(config.toolscope_url, config.toolscope_key, label=config.label)
     recorder = Recorder(client, mode=config.mode, agent_name=config.agent_name)
-    proxy = Proxy(config, policy=policy, recorder=recorder)
+    proxy = Proxy(config, policy=policy, recorder=recorder, client=client)
 
     def closing() -> None:
         recorder.close()

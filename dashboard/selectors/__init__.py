@@ -34,6 +34,7 @@ from dashboard.selectors.sessions import (
     session_get,
     session_transcript,
     session_turns,
+    shadow_summary,
 )
 from dashboard.selectors.tools import (
     SAMPLE_SIZE,
@@ -56,8 +57,8 @@ __all__ = [
     "UNATTRIBUTED", "Kpi", "Position", "SessionDetailPage", "SessionPage", "VersionRow", "api_key_get", "api_key_list",
     "calls_elsewhere", "catalog_rows", "dead_weight", "overview_kpis", "position_format", "position_parse",
     "projects_for_user", "session_calls", "session_cost", "session_cost_turns", "session_detail_page", "session_export",
-    "session_facets", "session_get", "session_list", "session_transcript", "session_turns", "slice_choices",
-    "token_series",
-    "tool_call_sample", "tool_errors", "tool_get", "tool_search_texts", "tool_seen", "tool_series", "tool_table",
+    "session_facets", "session_get", "session_list", "session_transcript", "session_turns", "shadow_summary",
+    "slice_choices", "token_series", "tool_call_sample", "tool_errors", "tool_get", "tool_search_texts", "tool_seen",
+    "tool_series", "tool_table",
     "tool_table_arrange", "tool_usage", "tool_versions", "top_by",
 ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple
@@ -29,7 +30,23 @@ TURN_COLUMNS = ("id", "index", "model", "started_at", "time_known", "task_messag
                 "cached_tokens", "cache_write_tokens", "cache_write_1h_tokens", "latency_ms", "system_prompt_tokens",
                 "schema_tokens", "message_tokens",
                 "call_tokens", "tool_output_tokens", "estimated_input_tokens", "window_share", "near_window",
-                "advertised_set__tool_count", "tools_from")
+                "advertised_set__tool_count", "tools_from", "shadow_tools")
+
+
+def shadow_summary(*, turns: list[dict[str, Any]], calls: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """For turns recorded by toolscope-proxy in shadow mode (pure): how many tool definitions the
+    agent sent and the policy would have sent, and the calls the policy would have missed (a call
+    the model made to a tool its request would not have carried). None without such turns."""
+    shadowed = {turn["index"]: set(turn["shadow_tools"]) for turn in turns if turn.get("shadow_tools") is not None}
+    if not shadowed:
+        return None
+    missed = Counter(call["tool_name"] for call in calls
+                     if call["turn_index"] in shadowed and call["tool_name"] not in shadowed[call["turn_index"]])
+    return {"turns": len(shadowed),
+            "sent": sum(turn["advertised_set__tool_count"] or 0 for turn in turns if turn["index"] in shadowed),
+            "policy": sum(len(tools) for tools in shadowed.values()),
+            "calls": sum(call["turn_index"] in shadowed for call in calls),
+            "missed": sorted(missed.items(), key=lambda item: (-item[1], item[0]))}
 
 
 def session_turns(*, session: Session) -> list[dict[str, Any]]:

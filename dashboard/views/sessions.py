@@ -80,7 +80,7 @@ def session_detail(request: HttpRequest, access: ProjectAccess, client_id: str) 
         inferred=(inferred := Counter(turn["tools_from"] for turn in turns if turn["tools_from"])),
         inferred_turns=inferred.total(),
         charts={key: charts.chart_json(figure) for key, figure in figures.items()}, cost=cost,
-        open_turns=open_turns,
+        open_turns=open_turns, shadow=selectors.shadow_summary(turns=turns, calls=calls),
     )
 
 

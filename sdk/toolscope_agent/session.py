@@ -143,6 +143,7 @@ class Session:
         system_prompt: Any = None,
         task_message: Any = None,
         messages: Iterable[Any] | None = None,
+        shadow_tools: Iterable[str] | None = None,
     ) -> int:
         """Record one model request and make it the current turn; returns its index.
 
@@ -151,6 +152,7 @@ class Session:
         full the first time this client sees its schema hash, later as `{"name", "schema_hash"}`.
         `usage` may be the provider's usage object (OpenAI or Anthropic). `messages` are the
         user/assistant messages new in this turn; tool outputs among them are left out.
+        `shadow_tools`: the names a policy would have sent instead (toolscope-proxy's shadow mode).
         """
         if index is None:
             index = self._next_turn
@@ -180,6 +182,8 @@ class Session:
             event["task_message"] = _shapes.message_text(task_message)[0]
         if messages is not None:
             event["messages"] = _shapes.messages(messages)
+        if shadow_tools is not None:
+            event["shadow_tools"] = list(shadow_tools)
         if not self._put(event) and new_hashes:
             self._client._forget_hashes(new_hashes)
         return index

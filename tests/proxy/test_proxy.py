@@ -365,3 +365,15 @@ def test_tool_results_are_compacted_and_repeats_placeheld_and_the_original_is_re
     forwarded = [m for m in provider.received[-1].body["messages"] if m.get("role") == "tool"]
     assert forwarded[0]["content"] == shown
     assert forwarded[1]["content"].startswith("[same output as") and "call_1" in forwarded[1]["content"]
+
+
+def test_shadow_forwards_unchanged_and_records_what_the_policy_would_have_sent(provider, proxied):
+    base, recorder = proxied("shadow", policy())
+    oa = openai.OpenAI(base_url=f"{base}/v1", api_key=KEY)
+    oa.chat.completions.create(model="gpt-4.1", tools=openai_tools(),
+                               messages=[{"role": "user", "content": "Run the tests, then git_commit"}])
+    assert sent_tools(provider) == list(TOOLS)  # unchanged
+    (turn,) = [event for event in recorder.events if event["type"] == "turn"]
+    assert [tool["name"] for tool in turn["tools"]] == list(TOOLS)  # what was sent
+    assert turn["shadow_tools"] == ["read_file", "run_tests"]  # what enforcing would have sent
+    assert recorder.events[0]["metadata"]["proxy_mode"] == "shadow"

@@ -194,3 +194,38 @@ def test_the_compose_proxy_command_serves_and_records(live_server, worker, proje
     session = Session.objects.get(project=project, client_id="from-compose")
     assert session.metadata == {"gateway": "toolscope-proxy", "proxy_mode": "observe"}
     assert Turn.objects.filter(session=session).count() == 2
+
+
+def test_shadow_mode_shows_what_enforcing_would_have_sent_and_missed(live_server, worker, project, tmp_path):  # noqa: F811
+    from django.test import Client as BrowserClient
+    from django.urls import reverse
+
+    from tests.factories import make_member
+
+    provider = Provider()
+    key = make_key(project, scopes=("ingest", "policy:read")).secret
+    with serving(app(provider)) as upstream, \
+            proxy_process(live_server.url, key, upstream, tmp_path, mode="shadow", log_name="shadow.log") as base:
+        oa = openai.OpenAI(base_url=f"{base}/v1", api_key=KEY)
+        oa.chat.completions.create(model="gpt-4.1", tools=openai_tools(),
+                                   messages=[{"role": "user", "content": "Save my work with git_commit"}],
+                                   extra_headers={"x-toolscope-session-id": "shadowed"})
+        oa.chat.completions.create(model="gpt-4.1", tools=openai_tools(), extra_headers={
+            "x-toolscope-session-id": "shadowed"}, messages=[
+            {"role": "user", "content": "Save my work with git_commit"},
+            {"role": "assistant", "content": None, "tool_calls": [{"id": "call_1", "type": "function", "function": {
+                "name": "git_commit", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": "call_1", "content": "[main 1a2b3c] saved"}])
+    assert all(len(received.body["tools"]) == len(TOOLS) for received in provider.received)  # unchanged
+    wait_for(lambda: Session.objects.filter(project=project, client_id="shadowed").exists() and processed(),
+             60, "the shadow telemetry processed")
+    session = Session.objects.get(project=project, client_id="shadowed")
+    # The shadow follows the conversation as it happened: once the model called git_commit, the
+    # policy keeps it (sticky_discovered), as it would after a call it had let through.
+    assert [turn.shadow_tools for turn in Turn.objects.filter(session=session).order_by("index")] == [
+        ["read_file"], ["read_file", "git_commit"]]
+    viewer = BrowserClient()
+    viewer.force_login(make_member(project, make_user()).user)
+    page = viewer.get(reverse("dashboard:session", args=[project.slug, "shadowed"])).content.decode()
+    assert "the agent sent 8 tool definitions where the published policy would have sent 3" in page
+    assert "the policy would have missed git_commit" in page

@@ -264,6 +264,9 @@ class Turn(models.Model):
     # Blank when the turn sent its tools; else whence the advertised set was inferred (an
     # OpenTelemetry instrumentation that records no definitions sends none).
     tools_from = models.CharField(max_length=8, choices=ToolsFrom.choices, blank=True, default="", db_default="")
+    shadow_tools = models.JSONField(
+        null=True, blank=True,
+        help_text="toolscope-proxy in shadow mode: the tools the policy would have sent (names); null otherwise.")
     input_tokens = models.PositiveIntegerField(null=True, blank=True, help_text="As the provider reported.")
     output_tokens = models.PositiveIntegerField(null=True, blank=True, help_text="As the provider reported.")
     cached_tokens = models.PositiveIntegerField(null=True, blank=True,

@@ -46,7 +46,7 @@ from toolscope_agent.engine.compaction import RETRIEVE_TOOL_NAME
 from toolscope_agent.engine.render import SEARCH_TOOL_NAME
 from toolscope_agent.policy import PolicyCache
 from toolscope_agent.proxy.config import ProxyConfig
-from toolscope_agent.proxy.protocols import PROTOCOLS, Call, Protocol, StreamReader, names
+from toolscope_agent.proxy.protocols import PROTOCOLS, Call, Protocol, StreamReader, names, prompted
 from toolscope_agent.proxy.recorder import SESSION_HEADER, Recorder
 from toolscope_agent.selector import ToolSelector
 
@@ -105,6 +105,8 @@ class Proxy:
         conversation = self.recorder.conversation(key, model=body.get("model"))
         self.recorder.results(conversation, protocol, body)
         tools = protocol.tools(body)
+        if self.config.mode == "shadow":
+            return await self._shadowed(request, raw, protocol, body, key, conversation, tools)
         engine = self._engine(key, tools) if self.config.mode == "enforce" and tools else None
         selector = engine.selector if engine is not None else None
         # A whole answer can be held back while the proxy answers the model's tool_search and
@@ -126,6 +128,25 @@ class Proxy:
             self.recorder.turn(conversation, protocol, body, tools=sent, response=response, latency_ms=latency)
             if selector is not None and response:
                 selector.observe(protocol.output_text(response), [
+                    {"name": call.name, "arguments": call.arguments} for call in protocol.calls(response)])
+
+        return await self._forward(request, raw, protocol.provider, protocol=protocol, on_done=record)
+
+    async def _shadowed(self, request: Request, raw: bytes, protocol: Protocol, body: dict[str, Any], key: str,
+                        conversation: Any, tools: list[dict[str, Any]]) -> Response:
+        """Shadow mode: the request goes upstream unchanged; its turn records what the policy
+        would have sent in its place (`shadow_tools`), so an operator sees, request by request, what
+        enforcing would send and which calls it would have missed before enforcing it."""
+        engine = self._engine(key, tools) if tools else None
+        shadow = names(prompted(engine.selector.tools(protocol.task(body), format=protocol.format))) \
+            if engine is not None else None
+        started = time.perf_counter()
+
+        def record(response: Mapping[str, Any] | None) -> None:
+            self.recorder.turn(conversation, protocol, body, tools=tools, response=response,
+                               latency_ms=(time.perf_counter() - started) * 1000, shadow_tools=shadow)
+            if engine is not None and response:
+                engine.selector.observe(protocol.output_text(response), [
                     {"name": call.name, "arguments": call.arguments} for call in protocol.calls(response)])
 
         return await self._forward(request, raw, protocol.provider, protocol=protocol, on_done=record)

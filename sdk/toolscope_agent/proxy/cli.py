@@ -23,8 +23,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="toolscope-proxy", description="A model-API proxy (OpenAI Chat "
                                      "Completions and Responses, Anthropic Messages) that applies toolscope's "
                                      "published policy and records every request.")
-    parser.add_argument("--mode", choices=MODES, help="observe (forward unchanged, record) or enforce "
-                        "(send the tools the policy selects); env TOOLSCOPE_PROXY_MODE, default observe")
+    parser.add_argument("--mode", choices=MODES, help="observe (forward unchanged, record), shadow (forward "
+                        "unchanged, record what the policy would have sent too) or enforce (send the tools the "
+                        "policy selects); env TOOLSCOPE_PROXY_MODE, default observe")
     parser.add_argument("--host", default="127.0.0.1", help="the address to listen on (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8788, help="the port (default 8788)")
     parser.add_argument("--openai-base-url", help="env TOOLSCOPE_PROXY_OPENAI_BASE_URL, default https://api.openai.com")

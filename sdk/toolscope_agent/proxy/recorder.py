@@ -80,7 +80,8 @@ class Recorder:
                 turn_index=turn_index)
 
     def turn(self, conversation: _Conversation | None, protocol: Protocol, body: Mapping[str, Any], *,
-             tools: list[dict[str, Any]], response: Mapping[str, Any] | None, latency_ms: float) -> None:
+             tools: list[dict[str, Any]], response: Mapping[str, Any] | None, latency_ms: float,
+             shadow_tools: list[str] | None = None) -> None:
         """One model request: the tools it sent in the prompt (not those a provider's deferred
         loading holds back), its new messages, the task, the provider's usage, and the calls the
         model made (recorded when their results come back)."""
@@ -94,7 +95,8 @@ class Recorder:
             model=model if isinstance(model, str) else None, tools=prompted(tools),
             usage=protocol.usage(response) if response else None, latency_ms=latency_ms,
             system_prompt=protocol.system(body), task_message=protocol.task(body) or None,
-            messages=[item for item in new if isinstance(item, dict) and item.get("role") in ("user", "assistant")])
+            messages=[item for item in new if isinstance(item, dict) and item.get("role") in ("user", "assistant")],
+            shadow_tools=shadow_tools)
         for call in protocol.calls(response or {}):
             if call.call_id:
                 conversation.pending[call.call_id] = (call, index)

@@ -266,7 +266,8 @@ SPECS: dict[str, Check] = {
         {**COMMON, "session_id": identifier, "index": count, "model": short_text,
          "tools": list_of(tool_definition), "usage": usage, "latency_ms": duration,
          "system_prompt": text, "system_prompt_chars": count, "task_message": text,
-         "messages": list_of(message), "timed": boolean, "tools_known": boolean},
+         "messages": list_of(message), "timed": boolean, "tools_known": boolean,
+         "shadow_tools": list_of(identifier)},
         ("session_id", "index"),
     ),
     "tool_call": fields(

@@ -302,6 +302,7 @@ def _turn_rows(project: Project, sessions: dict[str, Session], events: list[dict
             "started_at": _when(event["timestamp"]), "time_known": event.get("timed", True),
             "expires_on": expiry_day(retention_days=project.retention_days, moment=_when(event["timestamp"]), on=today),
             "advertised_set_id": advertised.advertised_set_id, "tools_from": advertised.tools_from,
+            "shadow_tools": event.get("shadow_tools"),
             "input_tokens": event.get("usage", {}).get("input_tokens"),
             "output_tokens": event.get("usage", {}).get("output_tokens"),
             "cached_tokens": event.get("usage", {}).get("cached_tokens"),

@@ -377,3 +377,27 @@ def test_shadow_forwards_unchanged_and_records_what_the_policy_would_have_sent(p
     assert [tool["name"] for tool in turn["tools"]] == list(TOOLS)  # what was sent
     assert turn["shadow_tools"] == ["read_file", "run_tests"]  # what enforcing would have sent
     assert recorder.events[0]["metadata"]["proxy_mode"] == "shadow"
+
+
+def test_a_model_routed_elsewhere_goes_to_its_own_upstream(provider):
+    other = Provider()
+    with serving(app(other)) as elsewhere:
+        config = ProxyConfig(mode="observe", upstreams={"openai": provider.url, "anthropic": provider.url},
+                             routes=(("llama-*", elsewhere),))
+        with serving(Proxy(config).app()) as base:
+            oa = openai.OpenAI(base_url=f"{base}/v1", api_key=KEY)
+            for model in ("llama-3.3-70b", "gpt-4.1"):
+                oa.chat.completions.create(model=model, messages=[{"role": "user", "content": "hi"}])
+    assert [received.body["model"] for received in other.received] == ["llama-3.3-70b"]
+    assert [received.body["model"] for received in provider.received] == ["gpt-4.1"]
+
+
+def test_routes_are_read_from_the_environment_and_refused_when_malformed(monkeypatch):
+    from toolscope_agent.proxy.config import routes_parse
+
+    monkeypatch.setenv("TOOLSCOPE_PROXY_ROUTES", "llama-*=http://127.0.0.1:8000, qwen*=http://10.0.0.2:8000/")
+    assert ProxyConfig.from_env().routes == (("llama-*", "http://127.0.0.1:8000"), ("qwen*", "http://10.0.0.2:8000/"))
+    with pytest.raises(ValueError, match="MODEL_GLOB=URL"):
+        routes_parse("llama-*")
+    with pytest.raises(ValueError, match="http"):
+        ProxyConfig(routes=(("llama-*", "ftp://x"),))

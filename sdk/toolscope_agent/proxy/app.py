@@ -32,6 +32,7 @@ import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
 from typing import Any
 
 import httpx
@@ -130,7 +131,8 @@ class Proxy:
                 selector.observe(protocol.output_text(response), [
                     {"name": call.name, "arguments": call.arguments} for call in protocol.calls(response)])
 
-        return await self._forward(request, raw, protocol.provider, protocol=protocol, on_done=record)
+        return await self._forward(request, raw, protocol.provider, protocol=protocol, on_done=record,
+                                   model=body.get("model"))
 
     async def _shadowed(self, request: Request, raw: bytes, protocol: Protocol, body: dict[str, Any], key: str,
                         conversation: Any, tools: list[dict[str, Any]]) -> Response:
@@ -149,7 +151,8 @@ class Proxy:
                 engine.selector.observe(protocol.output_text(response), [
                     {"name": call.name, "arguments": call.arguments} for call in protocol.calls(response)])
 
-        return await self._forward(request, raw, protocol.provider, protocol=protocol, on_done=record)
+        return await self._forward(request, raw, protocol.provider, protocol=protocol, on_done=record,
+                                   model=body.get("model"))
 
     def _engine(self, key: str, tools: list[dict[str, Any]]) -> _Engine | None:
         """The conversation's selector (its session state, duplicates seen, originals kept) with
@@ -210,7 +213,7 @@ class Proxy:
         client gets the last answer."""
         client_items = len(protocol.conversation(body))
         headers = _upstream_headers(request)
-        url = self._url(protocol.provider, request)
+        url = self._url(protocol.provider, request, body.get("model"))
         if url is None:
             return _error(502, f"no upstream configured for {protocol.provider} (--{protocol.provider}-base-url)")
         for _round in range(MAX_SEARCH_ROUNDS + 1):
@@ -255,8 +258,8 @@ class Proxy:
         return await self._forward(request, await request.body(), provider)
 
     async def _forward(self, request: Request, content: bytes, provider: str, *, protocol: Protocol | None = None,
-                       on_done: Any = None) -> Response:
-        url = self._url(provider, request)
+                       on_done: Any = None, model: Any = None) -> Response:
+        url = self._url(provider, request, model)
         if url is None:
             return _error(502, f"no upstream configured for {provider} (--{provider}-base-url)")
         headers = _upstream_headers(request)
@@ -295,8 +298,11 @@ class Proxy:
             _safely(on_done, parsed if isinstance(parsed, dict) else None)
         return _passed_back(upstream)
 
-    def _url(self, provider: str, request: Request) -> str | None:
-        base = self.config.upstreams.get(provider)
+    def _url(self, provider: str, request: Request, model: Any = None) -> str | None:
+        """The upstream URL: the first route whose glob the request's model matches, else the
+        API's upstream."""
+        routed = (base for glob, base in self.config.routes if isinstance(model, str) and fnmatchcase(model, glob))
+        base = next(routed, None) or self.config.upstreams.get(provider)
         if not base:
             return None
         return base.rstrip("/") + request.url.path + (f"?{request.url.query}" if request.url.query else "")

@@ -16,7 +16,7 @@ import sys
 from collections.abc import Sequence
 
 from toolscope_agent._version import __version__
-from toolscope_agent.proxy.config import MODES, ProxyConfig
+from toolscope_agent.proxy.config import MODES, ProxyConfig, routes_parse
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -31,6 +31,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--openai-base-url", help="env TOOLSCOPE_PROXY_OPENAI_BASE_URL, default https://api.openai.com")
     parser.add_argument("--anthropic-base-url",
                         help="env TOOLSCOPE_PROXY_ANTHROPIC_BASE_URL, default https://api.anthropic.com")
+    parser.add_argument("--route", action="append", default=[], metavar="MODEL_GLOB=URL",
+                        help="send requests for matching models to URL instead (repeatable; first match wins; "
+                        "env TOOLSCOPE_PROXY_ROUTES, comma-separated)")
     parser.add_argument("--label", help="the policy label to apply (env TOOLSCOPE_POLICY_LABEL, default production)")
     parser.add_argument("--agent-name", help="recorded sessions' agent name (env TOOLSCOPE_AGENT_NAME)")
     parser.add_argument("--spool-dir", help="undelivered telemetry kept here across outages (env TOOLSCOPE_SPOOL_DIR)")
@@ -44,8 +47,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         config = ProxyConfig.from_env(mode=args.mode, label=args.label, agent_name=args.agent_name,
                                       spool_dir=args.spool_dir)
-        if upstreams:
-            config = ProxyConfig(**{**config.__dict__, "upstreams": {**config.upstreams, **upstreams}})
+        routes = routes_parse(",".join(args.route))
+        if upstreams or routes:
+            config = ProxyConfig(**{**config.__dict__, "upstreams": {**config.upstreams, **upstreams},
+                                    "routes": (*routes, *config.routes)})
     except ValueError as exc:
         sys.stderr.write(f"toolscope-proxy: {exc}\n")
         return 2

@@ -88,10 +88,33 @@ def _last_result(path: str, body: dict[str, Any]) -> tuple[str, str] | None:
     return None
 
 
+def _system_text(path: str, body: dict[str, Any]) -> str:
+    if path == "/v1/messages":
+        system = body.get("system")
+        return system if isinstance(system, str) else " ".join(b.get("text", "") for b in system or [])
+    if path == "/v1/responses":
+        return body.get("instructions") or ""
+    return " ".join(str(m.get("content")) for m in body.get("messages") or [] if m.get("role") == "system")
+
+
+MENU = "Tools you can use (write $name"
+
+
+def activation(path: str, body: dict[str, Any]) -> str | None:
+    """Progressive mode: a menu in the system prompt lists the tool the user names, not sent: the
+    model writes `$name` to load it."""
+    system = _system_text(path, body)
+    if MENU not in system or _last_result(path, body) is not None:
+        return None
+    listed = [line[2:].split(":")[0].split(" (")[0] for line in system.splitlines() if line[:2] in ("- ", "* ")]
+    wanted = next((name for name in listed if name in _user_text(path, body)), None)
+    return f"${wanted}" if wanted and wanted not in _tool_names(body) else None
+
+
 def _next_call(path: str, body: dict[str, Any]) -> tuple[str, str, dict[str, Any]] | None:
     """(call id, tool, arguments) of the call the model makes, None for a text answer."""
     sent = _tool_names(body)
-    if not sent:
+    if not sent or activation(path, body):
         return None
     named = next((name for name in sent if name in _user_text(path, body)), None)
     result = _last_result(path, body)
@@ -113,8 +136,8 @@ Next = tuple[str, str, dict[str, Any]] | None
 
 
 def chat(body: dict[str, Any], tool: Next) -> dict[str, Any]:
-    message: dict[str, Any] = {"role": "assistant", "content": None if tool else "Done: the file is read.",
-                               "refusal": None}
+    text = activation("/v1/chat/completions", body) or "Done: the file is read."
+    message: dict[str, Any] = {"role": "assistant", "content": None if tool else text, "refusal": None}
     if tool:
         message["tool_calls"] = [{"id": tool[0], "type": "function",
                                   "function": {"name": tool[1], "arguments": json.dumps(tool[2])}}]

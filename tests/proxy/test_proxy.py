@@ -401,3 +401,20 @@ def test_routes_are_read_from_the_environment_and_refused_when_malformed(monkeyp
         routes_parse("llama-*")
     with pytest.raises(ValueError, match="http"):
         ProxyConfig(routes=(("llama-*", "ftp://x"),))
+
+
+def test_progressive_mode_puts_the_menu_in_the_system_prompt_and_reads_activations(provider, proxied):
+    document = copy.deepcopy(DEFAULT_POLICY)
+    document["selection"].update({"mode": "progressive", "always_on": ["read_file"]})
+    base, _ = proxied("enforce", document)
+    oa = openai.OpenAI(base_url=f"{base}/v1", api_key=KEY)
+    history: list[Any] = [{"role": "system", "content": "You are a coding agent."},
+                          {"role": "user", "content": "Save my work with git_commit"}]
+    first = oa.chat.completions.create(model="gpt-4.1", tools=openai_tools(), messages=history)
+    system = provider.received[-1].body["messages"][0]["content"]
+    assert system.startswith("You are a coding agent.\n\nTools you can use (write $name")
+    assert "git_commit" in system and sent_tools(provider) == ["read_file"]
+    assert first.choices[0].message.content == "$git_commit"  # the model activates it
+    history += [{"role": "assistant", "content": "$git_commit"}, {"role": "user", "content": "Go on"}]
+    oa.chat.completions.create(model="gpt-4.1", tools=openai_tools(), messages=history)
+    assert sent_tools(provider) == ["read_file", "git_commit"]  # activated: sent in full from now on

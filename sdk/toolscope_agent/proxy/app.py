@@ -44,7 +44,7 @@ from starlette.routing import Route
 
 from toolscope_agent.client import Client
 from toolscope_agent.engine.compaction import RETRIEVE_TOOL_NAME
-from toolscope_agent.engine.render import SEARCH_TOOL_NAME
+from toolscope_agent.engine.render import SEARCH_TOOL_NAME, render
 from toolscope_agent.policy import PolicyCache
 from toolscope_agent.proxy.config import ProxyConfig
 from toolscope_agent.proxy.protocols import PROTOCOLS, Call, Protocol, StreamReader, names, prompted
@@ -115,10 +115,10 @@ class Proxy:
         answers = engine is not None and not body.get("stream")
         if engine is not None and selector is not None:
             body = self._outputs(engine, protocol, body)
-            sent = self._enforced(selector, protocol, body, answered=answers)
+            sent, menu = self._enforced(selector, protocol, body, answered=answers)
             if answers and ENGINE_TOOLS & set(names(sent)):
-                return await self._answering(request, protocol, body, selector, conversation, sent)
-            body = protocol.with_tools(body, sent)
+                return await self._answering(request, protocol, body, selector, conversation, sent, menu)
+            body = protocol.with_note(protocol.with_tools(body, sent), menu)
             raw = json.dumps(body, ensure_ascii=False).encode()
         else:
             sent = tools
@@ -189,11 +189,14 @@ class Proxy:
         return protocol.with_results(body, changed) if changed else body
 
     def _enforced(self, selector: ToolSelector, protocol: Protocol, body: Mapping[str, Any], *,
-                  answered: bool = False) -> list[dict[str, Any]]:
+                  answered: bool = False) -> tuple[list[dict[str, Any]], str]:
         """The tools to send: the policy's, with `retrieve_tool_output` where the policy compacts,
         less toolscope's own tools the proxy cannot answer here (it answers them for a whole
-        answer, `answered`; never in a stream)."""
-        rendered = selector.tools(protocol.task(body), format=protocol.format)
+        answer, `answered`; never in a stream); and progressive mode's menu ("" otherwise), which
+        goes in the system prompt: the model activates a tool by writing its name after the
+        menu's prefix, which the proxy reads in its answer."""
+        selection = selector.select(protocol.task(body))
+        rendered = render(selection, protocol.format, selector.policy)
         if answered and _compacts(selector.policy) and RETRIEVE_TOOL_NAME not in names(rendered):
             rendered = [*rendered, selector.retrieve_tool(protocol.format)]
         kept = rendered if answered else [tool for tool in rendered if names([tool])[0] not in ENGINE_TOOLS]
@@ -202,10 +205,10 @@ class Proxy:
             logger.warning("toolscope-proxy: toolscope's own tools (%s) are left out of streamed requests: the "
                            "proxy answers them for whole answers only",
                            ", ".join(sorted(set(names(rendered)) - set(names(kept)))))
-        return kept
+        return kept, selection.menu or ""
 
     async def _answering(self, request: Request, protocol: Protocol, body: dict[str, Any], selector: ToolSelector,
-                         conversation: Any, sent: list[dict[str, Any]]) -> Response:
+                         conversation: Any, sent: list[dict[str, Any]], menu: str) -> Response:
         """The request with toolscope's own tools among its tools, answered here: while the
         model's answer calls only those (`tool_search`, `retrieve_tool_output`), the proxy runs
         them, adds the calls and their answers to the conversation, and asks again (with the tools
@@ -217,7 +220,7 @@ class Proxy:
         if url is None:
             return _error(502, f"no upstream configured for {protocol.provider} (--{protocol.provider}-base-url)")
         for _round in range(MAX_SEARCH_ROUNDS + 1):
-            current = protocol.with_tools(body, sent)
+            current = protocol.with_note(protocol.with_tools(body, sent), menu)
             started = time.perf_counter()
             try:
                 upstream = await self.http.post(url, headers=headers,
@@ -247,7 +250,7 @@ class Proxy:
                 {"name": call.name, "arguments": call.arguments} for call in calls])
             body = protocol.continued(body, answer, results)
             self.recorder.results(conversation, protocol, body)
-            sent = self._enforced(selector, protocol, body, answered=True)
+            sent, menu = self._enforced(selector, protocol, body, answered=True)
         raise AssertionError("unreachable")  # the loop returns by its last round
 
     # -- forwarding ------------------------------------------------------------------------------

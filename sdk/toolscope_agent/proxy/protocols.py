@@ -168,6 +168,31 @@ class Protocol:
                                    for call, result in answers]}]
         return out
 
+    def with_note(self, body: Mapping[str, Any], note: str) -> dict[str, Any]:
+        """The body with `note` (progressive mode's menu) after its system prompt, or as one."""
+        out = dict(body)
+        if not note:
+            return out
+        if self.name == "anthropic":
+            system = out.get("system")
+            if isinstance(system, list):
+                out["system"] = [*system, {"type": "text", "text": note}]
+            else:
+                out["system"] = f"{system}\n\n{note}" if isinstance(system, str) and system else note
+        elif self.name == "openai_responses":
+            instructions = out.get("instructions")
+            out["instructions"] = f"{instructions}\n\n{note}" if isinstance(instructions, str) and instructions \
+                else note
+        else:
+            messages = list(self.conversation(out))
+            first = messages[0] if messages and isinstance(messages[0], dict) else {}
+            if first.get("role") in ("system", "developer") and isinstance(first.get("content"), str):
+                messages[0] = {**first, "content": f"{first['content']}\n\n{note}"}
+            else:
+                messages.insert(0, {"role": "system", "content": note})
+            out["messages"] = messages
+        return out
+
     # -- responses ---------------------------------------------------------------------------------
 
     def calls(self, response: Mapping[str, Any]) -> list[Call]:

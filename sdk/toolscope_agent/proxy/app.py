@@ -18,8 +18,9 @@ through the SDK's client and its disk spool: nothing is lost while toolscope is 
 
 toolscope's `tool_search` and `retrieve_tool_output` are answered by the proxy itself for whole
 answers (`_answering`): the extra round trips are the proxy's, recorded as turns. In a stream
-they are left out, as is the progressive menu always; a policy using the provider's own deferred
-loading (`tool_search.provider_search`) is sent as rendered. Tool results are given to the model
+they are left out. Progressive mode's menu goes in the system prompt (`Protocol.with_note`); a
+policy using the provider's own deferred loading (`tool_search.provider_search`) is sent as
+rendered. Tool results are given to the model
 as the policy says (duplicate placeholders, compaction: `_outputs`), the same text every request.
 """
 

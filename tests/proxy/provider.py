@@ -29,7 +29,7 @@ from starlette.routing import Route
 
 RATE_LIMIT_HEADERS = {"x-ratelimit-remaining-requests": "0", "x-ratelimit-reset-requests": "7s",
                       "anthropic-ratelimit-requests-remaining": "0", "retry-after": "7", "x-request-id": "req_fake_1"}
-USAGE = {"input": 1200, "output": 25, "cached": 1024}
+USAGE = {"input": 1200, "output": 25, "cached": 1024, "written": 128}
 
 
 @dataclass
@@ -146,7 +146,8 @@ def chat(body: dict[str, Any], tool: Next) -> dict[str, Any]:
                          "finish_reason": "tool_calls" if tool else "stop"}],
             "usage": {"prompt_tokens": USAGE["input"], "completion_tokens": USAGE["output"],
                       "total_tokens": USAGE["input"] + USAGE["output"],
-                      "prompt_tokens_details": {"cached_tokens": USAGE["cached"]}}}
+                      "prompt_tokens_details": {"cached_tokens": USAGE["cached"],
+                                                "cache_write_tokens": USAGE["written"]}}}
 
 
 def chat_events(body: dict[str, Any], tool: Next) -> list[dict[str, Any]]:
@@ -181,7 +182,8 @@ def responses(body: dict[str, Any], tool: Next) -> dict[str, Any]:
             "metadata": {}, "temperature": 1.0, "top_p": 1.0,
             "usage": {"input_tokens": USAGE["input"], "output_tokens": USAGE["output"],
                       "total_tokens": USAGE["input"] + USAGE["output"],
-                      "input_tokens_details": {"cached_tokens": USAGE["cached"]},
+                      "input_tokens_details": {"cached_tokens": USAGE["cached"],
+                                               "cache_write_tokens": USAGE["written"]},
                       "output_tokens_details": {"reasoning_tokens": 0}}}
 
 
@@ -198,8 +200,9 @@ def messages(body: dict[str, Any], tool: Next) -> dict[str, Any]:
                if tool else [{"type": "text", "text": "Done: the file is read."}])
     return {"id": "msg_1", "type": "message", "role": "assistant", "model": body["model"], "content": content,
             "stop_reason": "tool_use" if tool else "end_turn", "stop_sequence": None,
-            "usage": {"input_tokens": USAGE["input"] - USAGE["cached"], "output_tokens": USAGE["output"],
-                      "cache_read_input_tokens": USAGE["cached"], "cache_creation_input_tokens": 0}}
+            "usage": {"input_tokens": USAGE["input"] - USAGE["cached"] - USAGE["written"],
+                      "output_tokens": USAGE["output"], "cache_read_input_tokens": USAGE["cached"],
+                      "cache_creation_input_tokens": USAGE["written"]}}
 
 
 def messages_events(body: dict[str, Any], tool: Next) -> list[dict[str, Any]]:

@@ -251,6 +251,7 @@ def test_a_conversation_is_recorded_as_turns_and_tool_calls_with_the_providers_u
     assert [tool["name"] for tool in first["tools"]] == ["read_file", "run_tests"]  # what was sent
     assert first["usage"]["input_tokens"] == USAGE["input"] and first["usage"]["output_tokens"] == USAGE["output"]
     assert first["usage"]["cached_tokens"] == USAGE["cached"]
+    assert first["usage"]["cache_write_tokens"] == USAGE["written"]  # as each API reports writes
     if path != "/v1/responses":
         assert first["system_prompt"] == "You are a coding agent."
     assert call["tool_name"] == "read_file" and call["turn_index"] == 0 and call["status"] == "ok"

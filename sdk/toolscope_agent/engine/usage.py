@@ -2,8 +2,9 @@
 objects) and the server (from transcripts' assistant messages): `{input_tokens, output_tokens,
 cached_tokens, cache_write_tokens, cache_write_1h_tokens}`.
 
-OpenAI Chat (`prompt_tokens`, `completion_tokens`, `prompt_tokens_details.cached_tokens`),
-OpenAI Responses (`input_tokens_details.cached_tokens`) and Anthropic (`input_tokens` plus
+OpenAI Chat (`prompt_tokens`, `completion_tokens`, `prompt_tokens_details.cached_tokens` and
+`.cache_write_tokens`), OpenAI Responses (`input_tokens_details.cached_tokens` and
+`.cache_write_tokens`) and Anthropic (`input_tokens` plus
 `cache_read_input_tokens` and `cache_creation_input_tokens`, summed so that `input_tokens` is
 the whole prompt as with OpenAI) are recognised; toolscope's own keys pass through. Cache reads
 (`cached_tokens`) and writes (`cache_write_tokens`, Anthropic's creation tokens; of them
@@ -33,10 +34,14 @@ def provider_usage(raw: Any) -> dict[str, int]:
     input_tokens = _count(raw.get("input_tokens", raw.get("prompt_tokens")))
     output_tokens = _count(raw.get("output_tokens", raw.get("completion_tokens")))
     cached = _count(raw.get("cached_tokens"))
+    details_write = None
     for details_key in ("prompt_tokens_details", "input_tokens_details"):
         details = raw.get(details_key)
-        if cached is None and isinstance(details, Mapping):
-            cached = _count(details.get("cached_tokens"))
+        if isinstance(details, Mapping):
+            if cached is None:
+                cached = _count(details.get("cached_tokens"))
+            # OpenAI's cache writes, of the input tokens (as its cached_tokens are).
+            details_write = details_write if details_write is not None else _count(details.get("cache_write_tokens"))
     cache_read = _count(raw.get("cache_read_input_tokens"))
     cache_write = _count(raw.get("cache_creation_input_tokens"))
     creation = raw.get("cache_creation")
@@ -49,6 +54,8 @@ def provider_usage(raw: Any) -> dict[str, int]:
             cached = cache_read or 0
     if cache_write is None:
         cache_write = _count(raw.get("cache_write_tokens"))
+    if cache_write is None:
+        cache_write = details_write
     found = {"input_tokens": input_tokens, "output_tokens": output_tokens, "cached_tokens": cached,
              "cache_write_tokens": cache_write, "cache_write_1h_tokens": write_1h}
     return {key: value for key, value in found.items() if value is not None}

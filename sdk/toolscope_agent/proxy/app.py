@@ -73,7 +73,10 @@ class Proxy:
         self.policy = policy
         self.client = client
         self.recorder = recorder or Recorder(None, mode=config.mode)
-        self.http = http or httpx.AsyncClient(timeout=httpx.Timeout(config.timeout, connect=10.0))
+        # No cap on upstream connections: httpx's default (100) made the 101st concurrent stream
+        # wait for one to end (bench/proxy_streams.py); every client request is one upstream.
+        self.http = http or httpx.AsyncClient(timeout=httpx.Timeout(config.timeout, connect=10.0),
+                                              limits=httpx.Limits(max_connections=None, max_keepalive_connections=100))
         self._engines: OrderedDict[str, _Engine] = OrderedDict()
         self._warned_engine_tools = False
 

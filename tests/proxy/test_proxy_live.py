@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import json
 import signal
+import socket
 import subprocess
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -15,7 +17,7 @@ import anthropic
 import openai
 import pytest
 
-from tests.e2e.conftest import ingest_queue, wait_for, worker  # noqa: F401 -- fixtures
+from tests.e2e.conftest import ResponseDroppingProxy, ingest_queue, wait_for, worker  # noqa: F401 -- fixtures
 from tests.factories import make_key, make_project, make_user
 from tests.gateway.serving import free_port
 from tests.proxy.provider import USAGE, Provider, app, serving
@@ -71,8 +73,6 @@ def proxy_process(toolscope_url: str, key: str, upstream: str, tmp_path: Path, *
 
 
 def _listening(port: int) -> bool:
-    import socket
-
     try:
         socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
         return True
@@ -229,3 +229,58 @@ def test_shadow_mode_shows_what_enforcing_would_have_sent_and_missed(live_server
     page = viewer.get(reverse("dashboard:session", args=[project.slug, "shadowed"])).content.decode()
     assert "the agent sent 8 tool definitions where the published policy would have sent 3" in page
     assert "the policy would have missed git_commit" in page
+
+
+class Gate:
+    """A port that refuses connections until opened, then forwards them to `target`: toolscope
+    down, then back, at one address."""
+
+    def __init__(self, target: tuple[str, int]) -> None:
+        self.target, self.port = target, free_port()
+        self.listener: socket.socket | None = None
+
+    def open(self) -> None:
+        self.listener = socket.create_server(("127.0.0.1", self.port))
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        assert self.listener is not None
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            upstream = socket.create_connection(self.target)
+            threading.Thread(target=ResponseDroppingProxy._pipe, args=(client, upstream), daemon=True).start()
+            threading.Thread(target=ResponseDroppingProxy._pipe, args=(upstream, client), daemon=True).start()
+
+    def close(self) -> None:
+        if self.listener is not None:
+            self.listener.close()
+
+
+def test_a_running_proxy_loses_nothing_while_toolscope_is_away(live_server, worker, project, tmp_path):  # noqa: F811
+    """toolscope unreachable while the agent works (the proxy serves it all the same and spools),
+    then back at the same address: the running proxy delivers what it kept, oldest first."""
+    from urllib.parse import urlparse
+
+    provider = Provider()
+    key = make_key(project, scopes=("ingest", "policy:read")).secret
+    address = urlparse(live_server.url)
+    gate = Gate((address.hostname, address.port))
+    try:
+        with serving(app(provider)) as upstream, proxy_process(
+                f"http://127.0.0.1:{gate.port}", key, upstream, tmp_path, mode="observe", log_name="away.log") as base:
+            conversation_id = "while-away"
+            conversation(base, conversation_id)
+            wait_for(lambda: list((tmp_path / "spool").glob("*.json.gz")), 60, "the undelivered telemetry spooled")
+            assert not Session.objects.filter(project=project).exists()
+            gate.open()  # toolscope is back
+            wait_for(lambda: Session.objects.filter(project=project, client_id=conversation_id).exists()
+                     and Turn.objects.filter(session__client_id=conversation_id).count() == 2
+                     and ToolCall.objects.filter(session__client_id=conversation_id).exists() and processed(),
+                     90, "the spooled telemetry delivered by the running proxy")
+    finally:
+        gate.close()
+    calls = ToolCall.objects.filter(session__client_id=conversation_id)
+    assert list(calls.values_list("tool_name", "output")) == [("read_file", "# The parser")]

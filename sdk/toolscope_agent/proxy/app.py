@@ -286,11 +286,13 @@ class Proxy:
                     if reader is not None:
                         reader.feed(chunk)
                     yield chunk
+                # Recorded before the stream's end reaches the client, so the client's next
+                # request (with this answer's tool results) always finds this turn recorded.
+                if on_done is not None:
+                    _safely(on_done, reader.body() if reader is not None else None)
 
             async def finish() -> None:
                 await upstream.aclose()
-                if on_done is not None:
-                    _safely(on_done, reader.body() if reader is not None else None)
 
             stream = StreamingResponse(chunks(), status_code=upstream.status_code, background=BackgroundTask(finish))
             stream.raw_headers = [(n.encode("latin-1"), v.encode("latin-1")) for n, v in back]

@@ -9,6 +9,7 @@ from urllib.parse import urlencode
 from django import forms
 from django.http import QueryDict
 
+from dashboard.selectors.overview import slice_where
 from toolscope.telemetry.models import Scope
 
 HOUR = timedelta(hours=1)
@@ -165,8 +166,7 @@ class SliceForm(forms.Form):
     def where(self) -> dict[str, str]:
         """The rollups' slice columns to filter on (overview selectors' `where`)."""
         data = self.cleaned_data if self.is_valid() else {}
-        return {column: data[field] for field, column in (("agent", "agent_name"), ("model", "model"))
-                if data.get(field)}
+        return slice_where(agent=data.get("agent") or "", model=data.get("model") or "")
 
     def query(self) -> str:
         """The filter as a query string (no leading ?), for CSV links."""

@@ -314,8 +314,7 @@ class OverviewView(APIView):
     )
     def get(self, request: Request) -> Response:
         data = _query(OverviewQuery, request)
-        where = {column: data[field] for field, column in (("agent", "agent_name"), ("model", "model"))
-                 if data.get(field)}
+        where = selectors.slice_where(agent=data.get("agent", ""), model=data.get("model", ""))
         kpis = selectors.overview_kpis(project_id=request.auth.project_id, **_range(data), where=where)
         return Response({"start": data["start"], "end": data["end"], "kpis": [
             {"key": kpi.key, "label": kpi.label, "kind": kpi.kind, "better": kpi.better,

@@ -13,6 +13,7 @@ from dashboard.selectors.overview import (
     dead_weight,
     overview_kpis,
     slice_choices,
+    slice_where,
     token_series,
     tool_usage,
     top_by,
@@ -58,7 +59,7 @@ __all__ = [
     "calls_elsewhere", "catalog_rows", "dead_weight", "overview_kpis", "position_format", "position_parse",
     "projects_for_user", "session_calls", "session_cost", "session_cost_turns", "session_detail_page", "session_export",
     "session_facets", "session_get", "session_list", "session_transcript", "session_turns", "shadow_summary",
-    "slice_choices", "token_series", "tool_call_sample", "tool_errors", "tool_get", "tool_search_texts", "tool_seen",
-    "tool_series", "tool_table",
-    "tool_table_arrange", "tool_usage", "tool_versions", "top_by",
+    "slice_choices", "slice_where", "token_series", "tool_call_sample", "tool_errors", "tool_get",
+    "tool_search_texts", "tool_seen", "tool_series", "tool_table", "tool_table_arrange", "tool_usage",
+    "tool_versions", "top_by",
 ]

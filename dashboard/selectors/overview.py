@@ -110,6 +110,11 @@ def _kpi_values(sums: dict[str, int], *, span: timedelta) -> dict[str, Any]:
 Where = Mapping[str, str]
 
 
+def slice_where(*, agent: str = "", model: str = "") -> dict[str, str]:
+    """The overview's filter (an agent, a model; blank: all) as the rollups' slice columns."""
+    return {column: value for column, value in (("agent_name", agent), ("model", model)) if value}
+
+
 def _sliced(where: Where | None) -> Q:
     """The rollup rows of a slice: {"agent_name": ..., "model": ...}, either or both; empty: all."""
     return Q(**{name: where[name] for name in SLICE if (where or {}).get(name)})
@@ -173,8 +178,7 @@ def tool_usage(*, project_id: int, start: datetime, end: datetime, where: Where 
         .annotate(**sums, last_call_hour=Max("hour", filter=Q(calls__gt=0)))
         .order_by("tool_name")
     )
-    sliced = {name: value for name, value in (where or {}).items() if value}
-    durations = duration_quantiles(project_id=project_id, start=start, end=end, where=sliced or None)
+    durations = duration_quantiles(project_id=project_id, start=start, end=end, where=where)
     return [_usage_row(row, durations.get(row["tool_name"], (None, None))) for row in rows]
 
 

@@ -103,7 +103,7 @@ def duration_quantiles(*, project_id: int, start: datetime, end: datetime, tool_
     """(p50, p95) of each tool's call durations over [start, end), from the merged DDSketch bins of
     its whole days and of the hours at either end: within sketches.RELATIVE_ACCURACY of the exact
     figures, whatever the range. `where`: a slice ({"agent_name": ..., "model": ...}, either or
-    both), read from the hours alone (days are not sliced)."""
+    both; blank values filter nothing), read from the hours alone (days are not sliced)."""
     each = "jsonb_each_text" if connection.vendor == "postgresql" else "json_each"
     # The whole days: from start's midnight (or the next one) to end's.
     first_day = (start.astimezone(UTC) + timedelta(days=1) - timedelta(microseconds=1)).date()
@@ -119,7 +119,7 @@ def duration_quantiles(*, project_id: int, start: datetime, end: datetime, tool_
             return {}
         tools = f" AND t.tool_name IN ({', '.join(['%s'] * len(tool_names))})"
         names = list(tool_names)
-    where = {name: where[name] for name in SLICE if name in (where or {})}
+    where = {name: where[name] for name in SLICE if (where or {}).get(name)}
     params: list[Any] = [project_id, *edges, *names, *where.values(), project_id, first_day, last_day, *names]
     # The table, column and function names are constants and the filters placeholders; values are parameters.
     sql = BINS_SUM_SQL.format(hourly=ToolHourly._meta.db_table, daily=ToolDaily._meta.db_table, each=each,

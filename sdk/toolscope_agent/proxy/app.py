@@ -132,8 +132,7 @@ class Proxy:
             latency = (time.perf_counter() - started) * 1000
             self.recorder.turn(conversation, protocol, body, tools=sent, response=response, latency_ms=latency)
             if selector is not None and response:
-                selector.observe(protocol.output_text(response), [
-                    {"name": call.name, "arguments": call.arguments} for call in protocol.calls(response)])
+                _observe(selector, protocol, response)
 
         return await self._forward(request, raw, protocol.provider, protocol=protocol, on_done=record,
                                    model=body.get("model"))
@@ -152,8 +151,7 @@ class Proxy:
             self.recorder.turn(conversation, protocol, body, tools=tools, response=response,
                                latency_ms=(time.perf_counter() - started) * 1000, shadow_tools=shadow)
             if engine is not None and response:
-                engine.selector.observe(protocol.output_text(response), [
-                    {"name": call.name, "arguments": call.arguments} for call in protocol.calls(response)])
+                _observe(engine.selector, protocol, response)
 
         return await self._forward(request, raw, protocol.provider, protocol=protocol, on_done=record,
                                    model=body.get("model"))
@@ -222,7 +220,7 @@ class Proxy:
         headers = _upstream_headers(request)
         url = self._url(protocol.provider, request, body.get("model"))
         if url is None:
-            return _error(502, f"no upstream configured for {protocol.provider} (--{protocol.provider}-base-url)")
+            return _no_upstream(protocol.provider)
         for _round in range(MAX_SEARCH_ROUNDS + 1):
             current = protocol.with_note(protocol.with_tools(body, sent), menu)
             started = time.perf_counter()
@@ -230,8 +228,7 @@ class Proxy:
                 upstream = await self.http.post(url, headers=headers,
                                                 content=json.dumps(current, ensure_ascii=False).encode())
             except httpx.HTTPError as exc:
-                logger.warning("toolscope-proxy: POST %s failed: %s", url, type(exc).__name__)
-                return _error(502, f"the upstream {protocol.provider} API could not be reached ({type(exc).__name__})")
+                return _unreachable(protocol.provider, "POST", url, exc)
             try:
                 answer = upstream.json() if upstream.is_success else None
             except ValueError:
@@ -240,18 +237,15 @@ class Proxy:
             latency = (time.perf_counter() - started) * 1000
             _safely(lambda response, c=current, t=sent, ms=latency: self.recorder.turn(
                 conversation, protocol, c, tools=t, response=response, latency_ms=ms), answer)
+            if answer is not None:
+                _observe(selector, protocol, answer)
             calls = protocol.calls(answer or {})
             ours = [call for call in calls if call.name in ENGINE_TOOLS]
             if answer is None or not ours or len(ours) < len(calls) or _round == MAX_SEARCH_ROUNDS:
                 if conversation is not None:
                     conversation.seen = client_items
-                if answer is not None:
-                    selector.observe(protocol.output_text(answer), [
-                        {"name": call.name, "arguments": call.arguments} for call in calls])
                 return _passed_back(upstream)
             results = [(call, _engine_answer(selector, protocol, call)) for call in ours]
-            selector.observe(protocol.output_text(answer), [
-                {"name": call.name, "arguments": call.arguments} for call in calls])
             body = protocol.continued(body, answer, results)
             self.recorder.results(conversation, protocol, body)
             sent, menu = self._enforced(selector, protocol, body, answered=True)
@@ -268,14 +262,13 @@ class Proxy:
                        on_done: Any = None, model: Any = None) -> Response:
         url = self._url(provider, request, model)
         if url is None:
-            return _error(502, f"no upstream configured for {provider} (--{provider}-base-url)")
+            return _no_upstream(provider)
         headers = _upstream_headers(request)
         upstream_request = self.http.build_request(request.method, url, headers=headers, content=content)
         try:
             upstream = await self.http.send(upstream_request, stream=True)
         except httpx.HTTPError as exc:
-            logger.warning("toolscope-proxy: %s %s failed: %s", request.method, url, type(exc).__name__)
-            return _error(502, f"the upstream {provider} API could not be reached ({type(exc).__name__})")
+            return _unreachable(provider, request.method, url, exc)
         back = _headers_back(upstream)
         streamed = upstream.headers.get("content-type", "").startswith("text/event-stream")
         if streamed:
@@ -371,6 +364,21 @@ def _safely(callback: Any, argument: Any) -> None:
         callback(argument)
     except Exception:  # telemetry must not break the agent
         logger.exception("toolscope-proxy: recording a request failed")
+
+
+def _observe(selector: ToolSelector, protocol: Protocol, response: Mapping[str, Any]) -> None:
+    """The model's answer told to the selector: its text (progressive activations) and calls."""
+    selector.observe(protocol.output_text(response), [
+        {"name": call.name, "arguments": call.arguments} for call in protocol.calls(response)])
+
+
+def _no_upstream(provider: str) -> JSONResponse:
+    return _error(502, f"no upstream configured for {provider} (--{provider}-base-url)")
+
+
+def _unreachable(provider: str, method: str, url: str, exc: Exception) -> JSONResponse:
+    logger.warning("toolscope-proxy: %s %s failed: %s", method, url, type(exc).__name__)
+    return _error(502, f"the upstream {provider} API could not be reached ({type(exc).__name__})")
 
 
 def _error(status: int, message: str) -> JSONResponse:

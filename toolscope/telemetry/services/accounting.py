@@ -134,8 +134,7 @@ def sessions_account(
     slices = _Slices(sessions_before, now, turns, fresh_turns)
     _duplicates_link(calls, project, days)
     _compaction_apply(calls, project, rules_from_policy(outputs), skip_duplicates=suppress, days=days)
-    for call in calls:
-        call.set("model", slices.call(call)[1])
+    _calls_model(calls, slices)
     _calls_save(calls, days)
     _calls_delta(delta, calls, slices)
     _advertised_sets_price(project, {t["advertised_set_id"] for t in turns if t["advertised_set_id"]})
@@ -188,6 +187,12 @@ class _Slices:
         if turn_id is None and self.fresh:
             turn_id = self.first.get((session, call.row["turn_index"]))
         return self.agents_after[session], self.models.get(turn_id, "")
+
+
+def _calls_model(calls: list[CallState], slices: _Slices) -> None:
+    """Each call's `model` column: its turn's, as the rollups slice it (a rebuild reads it back)."""
+    for call in calls:
+        call.set("model", slices.call(call)[1])
 
 
 def _calls_delta(delta: HourlyDelta, calls: list[CallState], slices: _Slices) -> None:
